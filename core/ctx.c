@@ -1,0 +1,127 @@
+/* Context services: per-thread error messages, logging, plugin state and
+ * typed parameters read from the config. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include "ctx.h"
+
+static _Thread_local char err_buf[2048];
+static int g_log_level = LT_LOG_INFO;
+static int g_log_rank = -1;
+
+void lt_ctx_init(lt_ctx *ctx, uint32_t kind, const char *name, const lt_plugin_header *desc,
+                 const lt_config *config) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->kind = kind;
+    snprintf(ctx->name, sizeof ctx->name, "%s", name ? name : "");
+    ctx->desc = desc;
+    ctx->config = config;
+    ctx->rank = -1;
+}
+
+void lt_set_errorv(lt_ctx *ctx, const char *fmt, va_list ap) {
+    (void)ctx;
+    vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+}
+
+void lt_set_error(lt_ctx *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    lt_set_errorv(ctx, fmt, ap);
+    va_end(ap);
+}
+
+const char *lt_last_error(const lt_ctx *ctx) {
+    (void)ctx;
+    return err_buf;
+}
+
+void lt_clear_error(void) { err_buf[0] = 0; }
+
+void *lt_ctx_state(const lt_ctx *ctx) { return ctx->state; }
+void lt_ctx_set_state(lt_ctx *ctx, void *state) { ctx->state = state; }
+const char *lt_ctx_name(const lt_ctx *ctx) { return ctx->name; }
+
+void lt_log_set_level(int level) { g_log_level = level; }
+int lt_log_level(void) { return g_log_level; }
+void lt_log_set_rank(int rank) { g_log_rank = rank; }
+
+void lt_log(const lt_ctx *ctx, int level, const char *fmt, ...) {
+    if (level > g_log_level) return;
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    char line[2048];
+    int n = 0;
+    if (g_log_rank >= 0) n += snprintf(line + n, sizeof line - n, "[rank %d] ", g_log_rank);
+    if (ctx && ctx->kind)
+        n += snprintf(line + n, sizeof line - n, "lt %s/%s: ", lt_kind_name(ctx->kind), ctx->name);
+    else
+        n += snprintf(line + n, sizeof line - n, "lt: ");
+    if (level != LT_LOG_INFO) n += snprintf(line + n, sizeof line - n, "%s: ", names[level]);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n < (int)sizeof line) vsnprintf(line + n, sizeof line - n, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", line);
+}
+
+double lt_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* [<kind>.<name>] first, then [<kind>]. */
+static const char *param_lookup(lt_ctx *ctx, const char *key) {
+    if (!ctx || !ctx->config || !ctx->kind) return NULL;
+    const char *kind = lt_kind_name(ctx->kind);
+    char sec[128];
+    snprintf(sec, sizeof sec, "%s.%s", kind, ctx->name);
+    const char *v = lt_config_value(ctx->config, sec, key);
+    if (!v) v = lt_config_value(ctx->config, kind, key);
+    return v;
+}
+
+int64_t lt_param_int(lt_ctx *ctx, const char *key, int64_t def) {
+    const char *v = param_lookup(ctx, key);
+    if (!v || !*v) return def;
+    char *end;
+    long long x = strtoll(v, &end, 0);
+    return *end ? def : (int64_t)x;
+}
+
+double lt_param_float(lt_ctx *ctx, const char *key, double def) {
+    const char *v = param_lookup(ctx, key);
+    if (!v || !*v) return def;
+    char *end;
+    double x = strtod(v, &end);
+    return *end ? def : x;
+}
+
+bool lt_param_bool(lt_ctx *ctx, const char *key, bool def) {
+    const char *v = param_lookup(ctx, key);
+    if (!v || !*v) return def;
+    if (!strcasecmp(v, "true") || !strcasecmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"))
+        return true;
+    if (!strcasecmp(v, "false") || !strcasecmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
+        return false;
+    return def;
+}
+
+const char *lt_param_str(lt_ctx *ctx, const char *key, const char *def) {
+    const char *v = param_lookup(ctx, key);
+    return v ? v : def;
+}
+
+const char *lt_config_get(lt_ctx *ctx, const char *dotted) {
+    if (!ctx || !ctx->config) return NULL;
+    const char *dot = strrchr(dotted, '.');
+    if (!dot) return NULL;
+    char sec[128];
+    size_t n = (size_t)(dot - dotted);
+    if (n >= sizeof sec) return NULL;
+    memcpy(sec, dotted, n);
+    sec[n] = 0;
+    return lt_config_value(ctx->config, sec, dot + 1);
+}

@@ -1,0 +1,147 @@
+/* Accelerator: one kind of device (cpu, gpu) — its memory, copies and the
+ * compute kernels the nn layers and optimizers call.
+ *
+ * Threading: setup/teardown run on the worker's main thread. alloc/free/copy
+ * and kernels run on the thread driving a replica (the training thread; with
+ * dp one thread per replica, each with its own device set by setup). Kernels
+ * must not allocate: every buffer they touch is passed in. */
+#ifndef LT_ACCELERATOR_H
+#define LT_ACCELERATOR_H
+
+#include "lt/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum lt_copy_dir {
+    LT_COPY_H2D = 1,
+    LT_COPY_D2H = 2,
+    LT_COPY_D2D = 3,
+    LT_COPY_H2H = 4,
+} lt_copy_dir;
+
+typedef enum lt_act { LT_ACT_RELU = 1, LT_ACT_TANH = 2, LT_ACT_GELU = 3 } lt_act;
+typedef enum lt_rand_dist { LT_RAND_UNIFORM = 1, LT_RAND_NORMAL = 2 } lt_rand_dist;
+
+typedef struct lt_memory_stats {
+    uint64_t allocated_bytes; /* live allocations through alloc() */
+    uint64_t peak_bytes;      /* high-water mark of allocated_bytes */
+    uint64_t total_bytes;     /* device capacity, 0 if unknown */
+} lt_memory_stats;
+
+typedef struct lt_sgd_args {
+    double lr, momentum, dampening, weight_decay;
+    int nesterov;
+    int first_step; /* momentum buffer is initialised with the gradient (PyTorch) */
+} lt_sgd_args;
+
+typedef struct lt_adamw_args {
+    double lr, beta1, beta2, eps, weight_decay;
+    int64_t step; /* 1-based, for bias correction */
+} lt_adamw_args;
+
+/* The compute table. All pointers are device pointers of the accelerator
+ * except those named *_host. Row-major. dtype is LT_F32 or LT_F64 unless said;
+ * a kernel given a dtype it does not support records the error, reported by
+ * the next synchronize(). Kernels are not hooks: they return nothing so the
+ * hot path carries no checks; arguments are validated by the nn layer. */
+typedef struct lt_kernels {
+    uint32_t struct_size;
+    /* C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C; op transposes when ta/tb. */
+    void (*gemm)(lt_ctx *ctx, lt_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                 double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+                 double beta, void *c, int64_t ldc);
+    void (*fill)(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, double v);
+    /* y = a * x + b * y */
+    void (*axpby)(lt_ctx *ctx, lt_dtype t, int64_t n, double a, const void *x, double b, void *y);
+    /* y[r, c] += bias[c] */
+    void (*add_bias)(lt_ctx *ctx, lt_dtype t, void *y, const void *bias, int64_t rows,
+                     int64_t cols);
+    /* out[c] = beta * out[c] + sum_r x[r, c] */
+    void (*sum_rows)(lt_ctx *ctx, lt_dtype t, void *out, const void *x, int64_t rows,
+                     int64_t cols, double beta);
+    /* y = f(x) */
+    void (*act_fwd)(lt_ctx *ctx, lt_dtype t, lt_act f, void *y, const void *x, int64_t n);
+    /* dx = beta * dx + f'(x) * dy (x: the input, y: the output of act_fwd) */
+    void (*act_bwd)(lt_ctx *ctx, lt_dtype t, lt_act f, void *dx, const void *dy, const void *x,
+                    const void *y, int64_t n, double beta);
+    /* Inverted dropout: mask[i] = keep; y = x * mask / (1 - p). Counter-based
+     * random numbers: the same (seed, offset) give the same mask on any device. */
+    void (*dropout_fwd)(lt_ctx *ctx, lt_dtype t, void *y, uint8_t *mask, const void *x, int64_t n,
+                        double p, uint64_t seed, uint64_t offset);
+    void (*dropout_bwd)(lt_ctx *ctx, lt_dtype t, void *dx, const void *dy, const uint8_t *mask,
+                        int64_t n, double p, double beta);
+    /* probs = softmax(logits) per row; loss[0] = mean over rows of -log probs[label]. */
+    void (*xent_fwd)(lt_ctx *ctx, lt_dtype t, const void *logits, const int32_t *labels,
+                     int64_t rows, int64_t cols, void *probs, void *loss);
+    /* dlogits = scale * (probs - onehot(labels)) */
+    void (*xent_bwd)(lt_ctx *ctx, lt_dtype t, void *dlogits, const void *probs,
+                     const int32_t *labels, int64_t rows, int64_t cols, double scale);
+    /* loss[0] = mean (pred - target)^2 ; dpred = scale * 2 (pred - target) / n */
+    void (*mse_fwd)(lt_ctx *ctx, lt_dtype t, const void *pred, const void *target, int64_t n,
+                    void *loss);
+    void (*mse_bwd)(lt_ctx *ctx, lt_dtype t, void *dpred, const void *pred, const void *target,
+                    int64_t n, double scale);
+    /* Number of rows whose arg-max equals the label (synchronizes). */
+    void (*count_correct)(lt_ctx *ctx, lt_dtype t, const void *logits, const int32_t *labels,
+                          int64_t rows, int64_t cols, int64_t *correct_host);
+    /* Element type conversion, any pair of F32, F64, F16, BF16. */
+    void (*cast)(lt_ctx *ctx, lt_dtype dst_t, void *dst, lt_dtype src_t, const void *src,
+                 int64_t n);
+    /* Sum of squares (synchronizes); for gradient-norm clipping. */
+    void (*sumsq)(lt_ctx *ctx, lt_dtype t, const void *x, int64_t n, double *out_host);
+    /* True when every element is finite (synchronizes); for loss scaling. */
+    void (*all_finite)(lt_ctx *ctx, lt_dtype t, const void *x, int64_t n, bool *out_host);
+    /* One optimizer step over a flat buffer, PyTorch's update rules. */
+    void (*sgd_step)(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *momentum_buf,
+                     int64_t n, const lt_sgd_args *a);
+    void (*adamw_step)(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *m, void *v,
+                       int64_t n, const lt_adamw_args *a);
+    /* x = uniform[a, b) or normal(mean a, std b), counter-based from (seed, offset). */
+    void (*rand_fill)(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, lt_rand_dist dist, double a,
+                      double b, uint64_t seed, uint64_t offset);
+} lt_kernels;
+
+typedef struct lt_accelerator_desc {
+    lt_plugin_header hdr;
+
+    /* Required. Whether this machine has a usable device of this kind. Cheap,
+     * side-effect free; called by ltrun to resolve accelerator=auto. */
+    lt_status (*is_available)(lt_ctx *ctx, bool *out);
+    /* Required. Number of devices (for cpu: 1; devices then counts processes). */
+    lt_status (*device_count)(lt_ctx *ctx, int *out);
+    /* Required. Binds the calling worker to `device` and creates the state the
+     * other hooks use. Main thread, once, before any alloc. */
+    lt_status (*setup)(lt_ctx *ctx, int device);
+    /* Required. Frees everything setup made; after every alloc was freed. */
+    lt_status (*teardown)(lt_ctx *ctx);
+
+    /* Required. Device memory; alignment at least 64 bytes. */
+    lt_status (*alloc)(lt_ctx *ctx, size_t bytes, void **out);
+    void (*free)(lt_ctx *ctx, void *p);
+    /* Required. Host memory the device copies from fastest (pinned on gpu);
+     * the data loader fills batches in it on its prefetch thread. */
+    lt_status (*alloc_host)(lt_ctx *ctx, size_t bytes, void **out);
+    void (*free_host)(lt_ctx *ctx, void *p);
+    /* Required. Copies in the order issued on the calling thread's stream. */
+    lt_status (*copy)(lt_ctx *ctx, void *dst, const void *src, size_t bytes, lt_copy_dir dir);
+    /* Required. Waits for every kernel and copy issued by this thread; reports
+     * any error a kernel recorded since the last call. */
+    lt_status (*synchronize)(lt_ctx *ctx);
+    /* Required. The kernel table, valid from setup to teardown. */
+    lt_status (*get_kernels)(lt_ctx *ctx, const lt_kernels **out);
+    /* Required. */
+    lt_status (*memory_stats)(lt_ctx *ctx, lt_memory_stats *out);
+
+    /* Optional: whether another process uses the device (auto_select_gpus);
+     * default: false for every device. */
+    lt_status (*device_in_use)(lt_ctx *ctx, int device, bool *out);
+    /* Optional: a human name for logs; default "<accelerator>:<index>". */
+    lt_status (*device_name)(lt_ctx *ctx, int device, char *buf, size_t len);
+} lt_accelerator_desc;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,106 @@
+/* What a running job gives strategy and precision plugins: where this process
+ * stands, the flat parameter and gradient buffers, the device, the store and
+ * process groups. The core owns all of it; plugins borrow.
+ *
+ * Process groups wrap a backend plugin: the core adds a sequence number and a
+ * fingerprint to every collective and, when a wait runs long, compares them
+ * with the other ranks' through the store, so mismatched collectives end in an
+ * error naming both ranks instead of a hang. */
+#ifndef LT_RUN_H
+#define LT_RUN_H
+
+#include "lt/core.h"
+#include "lt/accelerator.h"
+#include "lt/backend.h"
+#include "lt/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lt_run lt_run;
+typedef struct lt_pg lt_pg;
+typedef struct lt_work lt_work;
+
+typedef struct lt_world {
+    int32_t world_size;       /* processes in the job */
+    int32_t global_rank;
+    int32_t local_rank;
+    int32_t local_world_size; /* processes on this node */
+    int32_t node_rank;
+    int32_t num_nodes;
+    int32_t num_devices;      /* devices this process drives (dp: several) */
+    int32_t device;           /* the device index of this process's root replica */
+    char main_address[256];
+    int32_t main_port;
+} lt_world;
+
+LT_API const lt_world *lt_run_world(const lt_run *run);
+
+/* The flat buffers of the root replica: params in param dtype (fp32 master
+ * weights under mixed precision), grads in grad dtype, `count` elements each.
+ * Stable from configure_ddp to teardown. */
+typedef struct lt_flat {
+    void *params;
+    void *grads;
+    size_t count;
+    lt_dtype param_dtype;
+    lt_dtype grad_dtype;
+} lt_flat;
+LT_API lt_status lt_run_flat(lt_run *run, lt_flat *out);
+
+/* The accelerator: kernels (pass lt_run_kernel_ctx as their ctx) and memory. */
+LT_API const lt_kernels *lt_run_kernels(lt_run *run);
+LT_API lt_ctx *lt_run_kernel_ctx(lt_run *run);
+LT_API lt_status lt_run_alloc(lt_run *run, size_t bytes, void **out);
+LT_API void lt_run_free(lt_run *run, void *p);
+LT_API lt_status lt_run_synchronize(lt_run *run);
+
+/* The rendezvous store client of this process (main thread only; clone it for
+ * another thread). */
+LT_API lt_store *lt_run_store(lt_run *run);
+
+/* Creates a process group over every rank of the job with `backend` (NULL:
+ * the run's process_group_backend, "auto" = gloo on cpu, nccl on gpu). `name`
+ * distinguishes groups ("default", "async"). Collective: every rank calls it
+ * in the same order. */
+LT_API lt_status lt_run_new_group(lt_run *run, const char *backend, const char *name,
+                                  lt_pg **out);
+/* The group made by the strategy's init_dist_connection for user collectives
+ * (sync_dist, all_gather ...); set by the strategy. */
+LT_API void lt_run_set_default_group(lt_run *run, lt_pg *pg);
+LT_API lt_pg *lt_run_default_group(lt_run *run);
+LT_API void lt_pg_destroy(lt_pg *pg);
+LT_API int lt_pg_rank(const lt_pg *pg);
+LT_API int lt_pg_size(const lt_pg *pg);
+
+/* Asynchronous collectives; buffers stay the backend's until lt_work_wait. */
+LT_API lt_status lt_pg_allreduce(lt_pg *pg, void *buf, size_t count, lt_dtype t, lt_redop op,
+                                 lt_work **w);
+LT_API lt_status lt_pg_broadcast(lt_pg *pg, void *buf, size_t count, lt_dtype t, int root,
+                                 lt_work **w);
+LT_API lt_status lt_pg_allgather(lt_pg *pg, const void *send, void *recv, size_t count,
+                                 lt_dtype t, lt_work **w);
+LT_API lt_status lt_pg_reduce_scatter(lt_pg *pg, const void *send, void *recv, size_t count,
+                                      lt_dtype t, lt_redop op, lt_work **w);
+LT_API lt_status lt_pg_send(lt_pg *pg, const void *buf, size_t count, lt_dtype t, int peer,
+                            uint32_t tag, lt_work **w);
+LT_API lt_status lt_pg_recv(lt_pg *pg, void *buf, size_t count, lt_dtype t, int peer,
+                            uint32_t tag, lt_work **w);
+LT_API lt_status lt_pg_barrier(lt_pg *pg, lt_work **w);
+/* Waits (the group's timeout), frees the work, and returns its status; the
+ * error message is in lt_pg_error. */
+LT_API lt_status lt_work_wait(lt_work *w);
+LT_API const char *lt_pg_error(const lt_pg *pg);
+/* Fails every pending collective; any thread. */
+LT_API void lt_pg_abort(lt_pg *pg);
+
+/* Synchronous conveniences. */
+LT_API lt_status lt_pg_allreduce_sync(lt_pg *pg, void *buf, size_t count, lt_dtype t,
+                                      lt_redop op);
+LT_API lt_status lt_pg_broadcast_sync(lt_pg *pg, void *buf, size_t count, lt_dtype t, int root);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

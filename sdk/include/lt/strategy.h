@@ -1,0 +1,93 @@
+/* Strategy: how the model is replicated and how gradients or weights are
+ * combined (single_device, ddp, ddp_spawn, dp, ddp2, bagua ...).
+ *
+ * A third party may ship a strategy with `base` set and only one hook, e.g.
+ * init_dist_connection; the rest come from the base, and the base's table is
+ * stored in the header's `super` slot so the override can call the original.
+ *
+ * Unless said otherwise hooks run on the worker's main thread (the training
+ * thread), in the order they are listed, and may use lt_ctx_state. */
+#ifndef LT_STRATEGY_H
+#define LT_STRATEGY_H
+
+#include "lt/run.h"
+#include "lt/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum lt_launch_kind {
+    LT_LAUNCH_NONE = 0,       /* run in this process (single_device, dp) */
+    LT_LAUNCH_SUBPROCESS = 1, /* ltrun starts one process per local device (ddp) */
+    LT_LAUNCH_SPAWN = 2,      /* fork workers after setup; results return to the parent */
+} lt_launch_kind;
+
+typedef struct lt_strategy_desc {
+    lt_plugin_header hdr;
+
+    /* Required. How processes are made; ltrun asks before anything else. */
+    lt_status (*launch_kind)(lt_ctx *ctx, lt_launch_kind *out);
+    /* Optional: samples one optimizer step stands for, divided by the
+     * per-process batch and accumulation: ddp = world size, dp = nodes.
+     * Default: world_size. Printed as the effective batch size. */
+    lt_status (*batch_multiplier)(lt_ctx *ctx, lt_run *run, int *out);
+    /* Optional: how the sampler shards data: how many shards and which one
+     * this process reads. Default: world_size shards, shard = global rank. */
+    lt_status (*sampler_shard)(lt_ctx *ctx, lt_run *run, int *num_shards, int *shard);
+
+    /* Required. Worker start: device binding and anything the environment
+     * needs before process groups exist. */
+    lt_status (*setup_environment)(lt_ctx *ctx, lt_run *run);
+    /* Required. Creates the process group(s) (lt_run_new_group) and sets the
+     * default group. Single-process strategies do nothing. Collective. */
+    lt_status (*init_dist_connection)(lt_ctx *ctx, lt_run *run);
+    /* Required. After the module's init and the precision setup, with the flat
+     * buffers in place: broadcast rank 0's parameters, cut buckets, choose the
+     * communication hook. Collective. */
+    lt_status (*configure_ddp)(lt_ctx *ctx, lt_run *run);
+
+    /* Optional: training is about to start / has ended (also on error, before
+     * teardown). Background work (bagua async) starts and stops here; on_train_end
+     * must stop it within a bounded time. */
+    lt_status (*on_train_start)(lt_ctx *ctx, lt_run *run);
+    lt_status (*on_train_end)(lt_ctx *ctx, lt_run *run);
+
+    /* Optional: runs one micro-batch forward and returns the loss. Default:
+     * the module's training_step on the root replica. dp overrides it to split
+     * the batch over replicas. */
+    lt_status (*training_step)(lt_ctx *ctx, lt_run *run, lt_step *step, lt_tensor **loss);
+
+    /* Required. Backward is about to run. `sync` is false on accumulation
+     * micro-batches (no_sync): then no communication may happen. */
+    lt_status (*on_backward_start)(lt_ctx *ctx, lt_run *run, bool sync);
+    /* Required. During backward, training thread: gradients of flat elements
+     * [offset, offset + count) are final for this micro-batch. Ranges arrive
+     * in reverse registration order, each element once per backward. Must
+     * return quickly: start communication, do not wait for it. */
+    lt_status (*on_grad_ready)(lt_ctx *ctx, lt_run *run, size_t offset, size_t count, bool sync);
+    /* Required. After the last micro-batch's backward: finish communication
+     * so the flat gradients hold the average over every replica. */
+    lt_status (*before_optimizer_step)(lt_ctx *ctx, lt_run *run);
+    /* Optional: after the optimizer updated the parameters (decentralized
+     * averaging, copying to replicas). */
+    lt_status (*after_optimizer_step)(lt_ctx *ctx, lt_run *run);
+
+    /* Required collectives for the user (sync_dist, all_gather, broadcast,
+     * barrier); single-process strategies return the input. Host buffers. */
+    lt_status (*reduce)(lt_ctx *ctx, lt_run *run, void *buf, size_t count, lt_dtype t,
+                        lt_redop op);
+    lt_status (*all_gather)(lt_ctx *ctx, lt_run *run, const void *send, void *recv,
+                            size_t count, lt_dtype t);
+    lt_status (*broadcast)(lt_ctx *ctx, lt_run *run, void *buf, size_t count, lt_dtype t,
+                           int root);
+    lt_status (*barrier)(lt_ctx *ctx, lt_run *run);
+
+    /* Required. Frees what the strategy made; also after a failure. */
+    lt_status (*teardown)(lt_ctx *ctx, lt_run *run);
+} lt_strategy_desc;
+
+#ifdef __cplusplus
+}
+#endif
+#endif
