@@ -11,20 +11,25 @@ typedef struct lt_device_list {
     int ids[LT_MAX_DEVICES];   /* device indices (cpu: 0..count-1) */
 } lt_device_list;
 
-/* Parses `spec` for an accelerator ("cpu" or "gpu") with `available` devices
- * (gpu: the device count; cpu: ignored except for "auto" = 1):
+/* Parses `spec` for an accelerator ("cpu" or "gpu"; "cuda" is gpu) with
+ * `available` devices (gpu: the device count; cpu: ignored except for
+ * "auto" = 1):
  *   "3" -> [0,1,2]; "-1" -> all; "[0]" / "0," -> [0]; "[1, 3]" / "1, 3" -> [1,3];
  *   "auto" -> all GPUs on gpu, 1 on cpu.
- * On cpu an integer is a number of processes; lists are errors there.
+ * List order is kept. On cpu an integer is a number of processes; lists and
+ * -1 are errors there.
  * Errors (LT_ERR_INVALID, one line in err naming the value and the fix):
  * empty/malformed, duplicates, indices >= available, negative other than -1,
- * 0 devices on gpu, more devices than available. */
-lt_status lt_devices_parse(const char *spec, const char *accelerator, int available,
-                           lt_device_list *out, char *err, size_t errlen);
+ * 0 devices on gpu, more devices than available. *out is written only on
+ * success. */
+LT_API lt_status lt_devices_parse(const char *spec, const char *accelerator, int available,
+                                  lt_device_list *out, char *err, size_t errlen);
 
-/* auto_select_gpus: the first k device indices for which in_use(i) is false.
- * LT_ERR_INVALID when fewer than k are free. */
-lt_status lt_devices_auto_select(int k, int available, bool (*in_use)(void *user, int dev),
-                                 void *user, lt_device_list *out, char *err, size_t errlen);
+/* auto_select_gpus: the first k device indices for which in_use(i) is false
+ * (k = -1: all `available` devices, each of which must be free; in_use NULL:
+ * every device is free). LT_ERR_INVALID when fewer than k are free. */
+LT_API lt_status lt_devices_auto_select(int k, int available,
+                                        bool (*in_use)(void *user, int dev), void *user,
+                                        lt_device_list *out, char *err, size_t errlen);
 
 #endif

@@ -45,14 +45,14 @@ LT_API lt_param *lt_param_new(lt_model *m, const char *name, int ndim, const int
 LT_API const char *lt_param_name(const lt_param *p);
 LT_API int64_t lt_param_numel(const lt_param *p);
 
-typedef struct lt_linear lt_linear;
+typedef struct lt_linear_layer lt_linear_layer;
 /* y = x W^T + b; W [out, in] named "<name>.weight", b [out] "<name>.bias". */
-LT_API lt_linear *lt_linear_new(lt_model *m, const char *name, int64_t in, int64_t out,
+LT_API lt_linear_layer *lt_linear_new(lt_model *m, const char *name, int64_t in, int64_t out,
                                 bool bias);
 
 /* ---- forward (training/validation/test step) -------------------------- */
 
-LT_API lt_tensor *lt_linear(lt_step *s, const lt_linear *l, lt_tensor *x);
+LT_API lt_tensor *lt_linear(lt_step *s, const lt_linear_layer *l, lt_tensor *x);
 LT_API lt_tensor *lt_relu(lt_step *s, lt_tensor *x);
 LT_API lt_tensor *lt_tanh(lt_step *s, lt_tensor *x);
 LT_API lt_tensor *lt_gelu(lt_step *s, lt_tensor *x);

@@ -1,0 +1,65 @@
+/* Lightning's CSVLogger layout: <root>/<name>/version_N/metrics.csv, with the
+ * resolved config beside it. Rank 0 only. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "trainer_internal.h"
+
+static lt_status mkdirs(lt_run *r, const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return lt_run_fail(r, LT_ERR_IO, "cannot create directory %s: %s; set trainer.default_root_dir to a writable place", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return lt_run_fail(r, LT_ERR_IO, "cannot create directory %s: %s; set trainer.default_root_dir to a writable place", buf, strerror(errno));
+    return LT_OK;
+}
+
+lt_status lt_logdir_prepare(lt_trainer *t) {
+    lt_run *r = &t->run;
+    if (r->world.global_rank != 0 || t->log_dir[0]) return LT_OK;
+    bool csv = true;
+    lt_config_bool(r->config, "logger", "csv", &csv, NULL, 0);
+    if (!csv) return LT_OK;
+    const char *name = lt_config_value(r->config, "logger", "name");
+    const char *version = lt_config_value(r->config, "logger", "version");
+    char base[1024];
+    snprintf(base, sizeof base, "%.800s/%.100s", t->root_dir, name && *name ? name : "lt_logs");
+    LT_CHECK(mkdirs(r, base));
+    if (version && *version) {
+        snprintf(t->log_dir, sizeof t->log_dir, "%.900s/version_%.50s", base, version);
+    } else {
+        for (int n = 0;; n++) {
+            struct stat sb;
+            snprintf(t->log_dir, sizeof t->log_dir, "%.900s/version_%d", base, n);
+            if (stat(t->log_dir, &sb) != 0) break;
+        }
+    }
+    LT_CHECK(mkdirs(r, t->log_dir));
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.txt", t->log_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return lt_run_fail(r, LT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    fprintf(f, "# resolved configuration: section.key = value  (where it came from)\n# %s\n", t->summary);
+    lt_config_print(r->config, f);
+    fclose(f);
+    printf("lt: logging to %s\n", t->log_dir);
+    return LT_OK;
+}
+
+lt_status lt_logdir_flush(lt_trainer *t) {
+    lt_run *r = &t->run;
+    if (r->world.global_rank != 0) return LT_OK;
+    if (!t->log_dir[0]) LT_CHECK(lt_logdir_prepare(t));
+    if (!t->log_dir[0]) return LT_OK;
+    char path[1200], err[1024];
+    snprintf(path, sizeof path, "%s/metrics.csv", t->log_dir);
+    lt_status st = lt_metrics_write_csv(&r->metrics, path, err, sizeof err);
+    return st == LT_OK ? LT_OK : lt_run_fail(r, st, "%s", err);
+}

@@ -1,0 +1,63 @@
+/* ltrun: resolves the config, loads the plugins it names, and trains. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "args.h"
+#include "lt/trainer.h"
+
+static int run_stages(lt_trainer *t, const ltrun_args *a) {
+    lt_status st = LT_OK;
+    if (a->ckpt_path) st = lt_trainer_set_ckpt_path(t, a->ckpt_path);
+    if (st == LT_OK && a->validate_only) st = lt_trainer_validate(t);
+    else if (st == LT_OK && a->test_only) st = lt_trainer_test(t);
+    else if (st == LT_OK) {
+        st = lt_trainer_fit(t);
+        if (st == LT_OK && !a->no_test) {
+            st = lt_trainer_test(t);
+            if (st == LT_ERR_UNSUPPORTED) st = LT_OK; /* the model has no test_step */
+        }
+    }
+    if (st != LT_OK) {
+        fprintf(stderr, "ltrun: error: %s\n", lt_trainer_error(t));
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    ltrun_args a;
+    int rc = ltrun_parse_args(argc, argv, &a);
+    if (rc) return rc;
+    if (a.help) { ltrun_usage(); return 0; }
+    if (a.version) { printf("ltrun %s (plugin ABI %d.%d)\n", LT_VERSION_STRING, LT_ABI_MAJOR, LT_ABI_MINOR); return 0; }
+    if (a.list_plugins) return ltrun_list_plugins(&a);
+    if (a.help_plugin) return ltrun_help_plugin(&a);
+
+    lt_trainer_args ta = {
+        .struct_size = sizeof ta, .config_path = a.config, .sets = a.sets, .nsets = a.nsets,
+        .set_origins = a.origins, .plugin_dirs = a.plugin_dirs, .nplugin_dirs = a.nplugin_dirs};
+    char err[2048];
+    lt_trainer *t;
+    if (lt_trainer_new(&ta, &t, err, sizeof err) != LT_OK) {
+        fprintf(stderr, "ltrun: error: %s\n", err);
+        ltrun_args_free(&a);
+        return 1;
+    }
+    if (a.print_config) {
+        lt_trainer_print_config(t, stdout);
+        lt_trainer_free(t);
+        ltrun_args_free(&a);
+        return 0;
+    }
+    if (a.check_only) {
+        printf("ltrun: configuration valid; plugins loaded: %s\n", lt_trainer_summary(t));
+        lt_trainer_free(t);
+        ltrun_args_free(&a);
+        return 0;
+    }
+    printf("lt: %s\n", lt_trainer_summary(t));
+    rc = run_stages(t, &a);
+    lt_trainer_free(t);
+    ltrun_args_free(&a);
+    return rc;
+}

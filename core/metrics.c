@@ -1,0 +1,148 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "metrics.h"
+#include "lt/nn.h"
+
+static lt_metric *find_or_add(lt_metrics *ms, const char *name) {
+    for (int i = 0; i < ms->n; i++)
+        if (!strcmp(ms->m[i].name, name)) return &ms->m[i];
+    if (ms->n == ms->cap) {
+        int cap = ms->cap ? 2 * ms->cap : 16;
+        lt_metric *m = realloc(ms->m, (size_t)cap * sizeof *m);
+        if (!m) return NULL;
+        ms->m = m;
+        ms->cap = cap;
+    }
+    lt_metric *m = &ms->m[ms->n++];
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    return m;
+}
+
+lt_status lt_metrics_log(lt_metrics *ms, const char *name, double value, double weight,
+                         unsigned flags) {
+    if (strlen(name) >= LT_METRIC_NAME) return LT_ERR_INVALID;
+    lt_metric *m = find_or_add(ms, name);
+    if (!m) return LT_ERR_NOMEM;
+    m->flags |= flags;
+    m->stage = ms->stage;
+    m->step_value = value;
+    m->step_fresh = true;
+    m->sum += value * weight;
+    m->weight += weight;
+    return LT_OK;
+}
+
+void lt_metrics_begin(lt_metrics *ms, int stage) {
+    ms->stage = stage;
+    for (int i = 0; i < ms->n; i++)
+        if (ms->m[i].stage == stage) { ms->m[i].sum = 0; ms->m[i].weight = 0; }
+}
+
+static lt_status add_row(lt_metrics *ms, int64_t step, int64_t epoch, int metric, double v) {
+    if (ms->nrows == ms->rowcap) {
+        size_t cap = ms->rowcap ? 2 * ms->rowcap : 256;
+        lt_metric_row *r = realloc(ms->rows, cap * sizeof *r);
+        if (!r) return LT_ERR_NOMEM;
+        ms->rows = r;
+        ms->rowcap = cap;
+    }
+    ms->rows[ms->nrows++] = (lt_metric_row){step, epoch, metric, v};
+    return LT_OK;
+}
+
+void lt_metrics_step_rows(lt_metrics *ms, int64_t step, int64_t epoch) {
+    for (int i = 0; i < ms->n; i++) {
+        lt_metric *m = &ms->m[i];
+        if (m->step_fresh && (m->flags & LT_LOG_ON_STEP) && m->stage == ms->stage)
+            add_row(ms, step, epoch, i, m->step_value);
+        m->step_fresh = false;
+    }
+}
+
+lt_status lt_metrics_end(lt_metrics *ms, int64_t step, int64_t epoch,
+                         lt_status (*reduce)(void *user, double *buf, size_t n), void *user) {
+    size_t nsync = 0;
+    for (int i = 0; i < ms->n; i++)
+        if (ms->m[i].stage == ms->stage && (ms->m[i].flags & LT_LOG_SYNC_DIST)) nsync++;
+    if (nsync && reduce) {
+        double *buf = malloc(2 * nsync * sizeof *buf);
+        if (!buf) return LT_ERR_NOMEM;
+        size_t j = 0;
+        for (int i = 0; i < ms->n; i++)
+            if (ms->m[i].stage == ms->stage && (ms->m[i].flags & LT_LOG_SYNC_DIST)) {
+                buf[j++] = ms->m[i].sum;
+                buf[j++] = ms->m[i].weight;
+            }
+        lt_status st = reduce(user, buf, 2 * nsync);
+        if (st == LT_OK) {
+            j = 0;
+            for (int i = 0; i < ms->n; i++)
+                if (ms->m[i].stage == ms->stage && (ms->m[i].flags & LT_LOG_SYNC_DIST)) {
+                    ms->m[i].sum = buf[j++];
+                    ms->m[i].weight = buf[j++];
+                }
+        }
+        free(buf);
+        if (st != LT_OK) return st;
+    }
+    for (int i = 0; i < ms->n; i++) {
+        lt_metric *m = &ms->m[i];
+        if (m->stage != ms->stage || !(m->flags & LT_LOG_ON_EPOCH) || m->weight <= 0) continue;
+        m->epoch_value = m->sum / m->weight;
+        m->has_epoch = true;
+        add_row(ms, step, epoch, i, m->epoch_value);
+    }
+    return LT_OK;
+}
+
+const lt_metric *lt_metrics_find(const lt_metrics *ms, const char *name) {
+    for (int i = 0; i < ms->n; i++)
+        if (!strcmp(ms->m[i].name, name)) return &ms->m[i];
+    return NULL;
+}
+
+/* Lightning's CSVLogger layout: one row per (step, epoch) with the metrics
+ * logged there, blank cells elsewhere. Rows are merged by step and epoch. */
+lt_status lt_metrics_write_csv(const lt_metrics *ms, const char *path, char *err, size_t errlen) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) { snprintf(err, errlen, "cannot write %s: %m", tmp); return LT_ERR_IO; }
+    fprintf(f, "epoch,step");
+    for (int i = 0; i < ms->n; i++) fprintf(f, ",%s", ms->m[i].name);
+    fputc('\n', f);
+    double *cells = calloc((size_t)ms->n + 1, sizeof *cells);
+    bool *set = calloc((size_t)ms->n + 1, sizeof *set);
+    if (!cells || !set) { fclose(f); free(cells); free(set); return LT_ERR_NOMEM; }
+    for (size_t r = 0; r < ms->nrows;) {
+        size_t e = r;
+        memset(set, 0, ((size_t)ms->n + 1) * sizeof *set);
+        while (e < ms->nrows && ms->rows[e].step == ms->rows[r].step && ms->rows[e].epoch == ms->rows[r].epoch) {
+            cells[ms->rows[e].metric] = ms->rows[e].value;
+            set[ms->rows[e].metric] = true;
+            e++;
+        }
+        fprintf(f, "%lld,%lld", (long long)ms->rows[r].epoch, (long long)ms->rows[r].step);
+        for (int i = 0; i < ms->n; i++) {
+            if (set[i]) fprintf(f, ",%.9g", cells[i]);
+            else fputc(',', f);
+        }
+        fputc('\n', f);
+        r = e;
+    }
+    free(cells);
+    free(set);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "cannot write %s: %m", path);
+        return LT_ERR_IO;
+    }
+    return LT_OK;
+}
+
+void lt_metrics_free(lt_metrics *ms) {
+    free(ms->m);
+    free(ms->rows);
+    memset(ms, 0, sizeof *ms);
+}

@@ -1,0 +1,40 @@
+/* Optimizers over the flat parameter buffer (one kernel call per step), the
+ * learning-rate schedule as a pure function of the step (so resuming needs no
+ * scheduler state beyond the step count), and gradient clipping by norm. */
+#ifndef LT_OPTIM_H
+#define LT_OPTIM_H
+
+#include "lt/module.h"
+
+typedef enum lt_optim_kind { LT_OPT_SGD = 1, LT_OPT_ADAMW = 2 } lt_optim_kind;
+
+typedef struct lt_optimizer {
+    lt_optim_kind kind;
+    lt_optim_config cfg;
+    void *state[2];        /* sgd: momentum; adamw: m, v (device, flat) */
+    int nstate;
+    size_t count;
+    lt_dtype dtype;
+    int64_t step;          /* optimizer steps taken */
+    int64_t total_steps;   /* for cosine; 0 = unknown */
+    int64_t steps_per_epoch;
+    double lr;             /* in force for the next step */
+} lt_optimizer;
+
+/* Checks the config (names, ranges), one-line error naming the key. */
+lt_status lt_optim_validate(const lt_optim_config *c, char *err, size_t errlen);
+/* Allocates the state with the accelerator and zeroes it. */
+lt_status lt_optim_init(lt_optimizer *o, const lt_optim_config *c, size_t count, lt_dtype t,
+                        const lt_accelerator_desc *a, lt_ctx *kctx, const lt_kernels *k);
+void lt_optim_free(lt_optimizer *o, const lt_accelerator_desc *a, lt_ctx *kctx);
+/* The learning rate for optimizer step `step` (0-based) in `epoch`. */
+double lt_optim_lr_at(const lt_optimizer *o, int64_t step, int64_t epoch);
+void lt_optim_step(lt_optimizer *o, void *params, const void *grads, const lt_kernels *k,
+                   lt_ctx *kctx, int64_t epoch);
+/* Scales grads so their global L2 norm is at most max_norm (PyTorch's rule);
+ * returns the norm before clipping. */
+double lt_clip_grad_norm(void *grads, size_t n, lt_dtype t, double max_norm, const lt_kernels *k,
+                         lt_ctx *kctx);
+const char *lt_optim_state_name(const lt_optimizer *o, int i); /* "momentum_buffer", "exp_avg" ... */
+
+#endif

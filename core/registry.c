@@ -1,0 +1,147 @@
+/* The registry's front: search directories, the load pipeline (locate, open,
+ * check, select, resolve; one file each), and the memory the registry owns.
+ *
+ * Thread-safety: main thread only. ltrun and the trainer load every plugin
+ * before starting workers or threads, so nothing here takes a lock; a program
+ * that loads plugins from several threads must serialize the calls itself. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ctype.h>
+#include <sys/stat.h>
+#include "registry_internal.h"
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+#ifndef LT_PLUGIN_INSTALL_DIR /* set by core/CMakeLists.txt; this for other builds */
+#define LT_PLUGIN_INSTALL_DIR "/usr/local/lib/lt/abi-" STR(LT_ABI_MAJOR)
+#endif
+
+/* ---- small helpers shared by registry*.c -------------------------------- */
+
+bool registry_grow(void **arr, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return true;
+    size_t n = *cap ? *cap * 2 : 8;
+    while (n < need) n *= 2;
+    void *p = realloc(*arr, n * elem);
+    if (!p) return false;
+    *arr = p;
+    *cap = n;
+    return true;
+}
+
+bool registry_own(lt_registry *r, void *p) {
+    if (!registry_grow((void **)&r->owned, &r->owned_cap, r->nowned + 1, sizeof *r->owned)) {
+        free(p);
+        return false;
+    }
+    r->owned[r->nowned++] = p;
+    return true;
+}
+
+void registry_err(char *err, size_t len, const char *fmt, ...) {
+    if (!err || !len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+}
+
+void registry_lower(char *dst, const char *src, size_t len) {
+    size_t i = 0;
+    for (; len && src[i] && i + 1 < len; i++) dst[i] = (char)tolower((unsigned char)src[i]);
+    if (len) dst[i] = 0;
+}
+
+/* Hooks are read and written as plain function pointers: every hook slot has
+ * that size, and memcpy keeps the compiler out of aliasing arguments. */
+void (*registry_hook_get(const void *table, size_t offset))(void) {
+    void (*fn)(void);
+    memcpy(&fn, (const char *)table + offset, sizeof fn);
+    return fn;
+}
+
+void registry_hook_set(void *table, size_t offset, void (*fn)(void)) {
+    memcpy((char *)table + offset, &fn, sizeof fn);
+}
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+lt_registry *lt_registry_new(void) { return calloc(1, sizeof(lt_registry)); }
+
+void lt_registry_free(lt_registry *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->ndirs; i++) free(r->dirs[i]);
+    for (size_t i = 0; i < r->nentries; i++) {
+        free(r->entries[i].name);
+        free(r->entries[i].file);
+        free(r->entries[i].table);
+    }
+    for (size_t i = 0; i < r->nowned; i++) free(r->owned[i]);
+    free(r->dirs);
+    free(r->entries);
+    free(r->loading);
+    free(r->owned);
+    free(r);
+}
+
+/* ---- search directories -------------------------------------------------- */
+
+/* Appends without checking the directory exists: the install directory is
+ * listed in "looked in" even where nothing was installed yet. */
+static lt_status add_dir_unchecked(lt_registry *r, const char *dir) {
+    for (size_t i = 0; i < r->ndirs; i++)
+        if (!strcmp(r->dirs[i], dir)) return LT_OK;
+    if (!registry_grow((void **)&r->dirs, &r->dirs_cap, r->ndirs + 1, sizeof *r->dirs))
+        return LT_ERR_NOMEM;
+    char *copy = strdup(dir);
+    if (!copy) return LT_ERR_NOMEM;
+    r->dirs[r->ndirs++] = copy;
+    return LT_OK;
+}
+
+/* A --plugin-dir that is not a directory is a user error worth reporting
+ * (LT_ERR_NOT_FOUND), not something to skip silently. */
+lt_status lt_registry_add_dir(lt_registry *r, const char *dir) {
+    if (!r || !dir || !*dir) return LT_ERR_INVALID;
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return LT_ERR_NOT_FOUND;
+    return add_dir_unchecked(r, dir);
+}
+
+void lt_registry_add_default_dirs(lt_registry *r) {
+    if (!r || r->default_dirs_added) return;
+    r->default_dirs_added = true;
+    const char *path = getenv("LT_PLUGIN_PATH");
+    char *copy = path ? strdup(path) : NULL;
+    char *save = NULL;
+    for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save))
+        add_dir_unchecked(r, d);
+    free(copy);
+    add_dir_unchecked(r, LT_PLUGIN_INSTALL_DIR);
+}
+
+/* ---- loading ------------------------------------------------------------- */
+
+lt_status lt_registry_load(lt_registry *r, lt_kind kind, const char *spec,
+                           const lt_plugin_header **out, char *err, size_t errlen) {
+    if (!r || !spec || !*spec || !out) {
+        registry_err(err, errlen, "lt_registry_load: registry, plugin name and output are required");
+        return LT_ERR_INVALID;
+    }
+    if (!lt_kind_name(kind)) {
+        registry_err(err, errlen, "lt_registry_load: unknown plugin kind %d for '%s'", (int)kind,
+                     spec);
+        return LT_ERR_INVALID;
+    }
+    if (r->nloading == 0) r->cycle_reported = false;
+    registry_target t;
+    LT_CHECK(registry_locate(r, kind, spec, &t, err, errlen));
+    const lt_plugin_header *const *list;
+    LT_CHECK(registry_open(&t, &list, err, errlen));
+    LT_CHECK(registry_check_all(&t, list, err, errlen));
+    const lt_plugin_header *d;
+    LT_CHECK(registry_select(&t, list, &d, err, errlen));
+    return registry_resolve(r, &t, d, out, err, errlen);
+}

@@ -1,0 +1,66 @@
+/* Plugin registry and loader: finds liblt-<kind>-<name>.so in the plugin
+ * directories, dlopens it, checks the descriptor, resolves inheritance and
+ * per-hook overrides, and hands out complete hook tables.
+ *
+ * Search order: directories added with lt_registry_add_dir (in order: the
+ * --plugin-dir flags), then LT_PLUGIN_PATH (colon-separated), then the
+ * install directory LT_PLUGIN_INSTALL_DIR. Plugins are never dlclosed (threads
+ * they started may outlive any point the core could know is safe). */
+#ifndef LT_REGISTRY_H
+#define LT_REGISTRY_H
+
+#include "lt/abi.h"
+
+typedef struct lt_registry lt_registry;
+
+lt_registry *lt_registry_new(void);
+void lt_registry_free(lt_registry *r); /* frees tables, keeps libraries loaded */
+
+lt_status lt_registry_add_dir(lt_registry *r, const char *dir);
+/* Adds LT_PLUGIN_PATH entries and the install directory (once). */
+void lt_registry_add_default_dirs(lt_registry *r);
+
+/* Loads the plugin of `kind` named by `spec`: a name ("ddp", any case), a file
+ * name ("liblt-strategy-ddp.so") or a path ("./x/liblt-strategy-ddp.so",
+ * "/abs/libmine.so"). Resolves `base` chains (loading the base by name),
+ * fills optional hooks with the core's defaults, and checks required hooks.
+ * *out is the resolved table: a full-size copy of the newest layout, valid
+ * until lt_registry_free. Loading the same plugin twice returns the same table.
+ * Errors (one line in err, naming the file, what was expected, what was found
+ * and the fix): not found (lists the directories searched), dlopen failure
+ * (dlerror text), no lt_plugin_entry_v1, bad magic, ABI major/minor mismatch,
+ * kind or name not matching the file name, no descriptor of that kind and name
+ * in the file, base not found, inheritance cycle, missing required hook. */
+lt_status lt_registry_load(lt_registry *r, lt_kind kind, const char *spec,
+                           const lt_plugin_header **out, char *err, size_t errlen);
+
+/* Returns a copy of `table` (a resolved table of `kind`) with hook `hook`
+ * replaced by the function `sym` from the shared object `path`
+ * ("./libmine.so:my_init" is split by the caller or passed whole in spec as
+ * "path:symbol"). Errors: unknown hook name (suggest the nearest), file not
+ * loadable, symbol not found. */
+lt_status lt_registry_override_hook(lt_registry *r, lt_kind kind, const lt_plugin_header *table,
+                                    const char *hook, const char *spec,
+                                    const lt_plugin_header **out, char *err, size_t errlen);
+
+/* Hook metadata per kind, also used by config validation ([strategy]
+ * init_dist_connection = ...). */
+typedef struct lt_hook_info {
+    const char *name;
+    size_t offset;     /* offsetof in the descriptor */
+    bool required;
+    void (*dflt)(void); /* default for an optional hook, or NULL */
+} lt_hook_info;
+const lt_hook_info *lt_hooks_of(lt_kind kind, size_t *count);
+size_t lt_desc_size(lt_kind kind); /* sizeof the newest descriptor of that kind */
+
+/* Every plugin file in the search path, for --list-plugins. */
+typedef struct lt_plugin_listing {
+    const char *path;
+    const lt_plugin_header *desc; /* NULL when refused */
+    const char *refused;          /* why the file was refused, or NULL */
+} lt_plugin_listing;
+void lt_registry_scan(lt_registry *r, void (*fn)(void *user, const lt_plugin_listing *l),
+                      void *user);
+
+#endif

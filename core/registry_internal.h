@@ -1,0 +1,83 @@
+/* Internals shared by the registry's files (registry*.c). Not installed.
+ *
+ * Thread-safety: a registry is used from the main thread only (ltrun and the
+ * trainer load plugins before any worker thread exists); nothing here locks. */
+#ifndef LT_REGISTRY_INTERNAL_H
+#define LT_REGISTRY_INTERNAL_H
+
+#include <limits.h>
+#include "lt/core.h"
+#include "registry.h"
+
+/* A resolved table, cached by (kind, file, descriptor name). */
+typedef struct registry_entry {
+    uint32_t kind;
+    char *name;   /* descriptor name, lowercased */
+    char *file;   /* canonical path of the .so */
+    lt_plugin_header *table;
+} registry_entry;
+
+/* A descriptor whose base chain is being resolved (cycle detection). */
+typedef struct registry_loading {
+    uint32_t kind;
+    char name[128]; /* as the descriptor spells it */
+    char path[PATH_MAX];
+} registry_loading;
+
+struct lt_registry {
+    char **dirs;
+    size_t ndirs, dirs_cap;
+    bool default_dirs_added;
+    registry_entry *entries;
+    size_t nentries, entries_cap;
+    registry_loading *loading;
+    size_t nloading, loading_cap;
+    void **owned; /* override copies and merged param lists */
+    size_t nowned, owned_cap;
+    bool cycle_reported; /* a cycle message travels up the chain unwrapped */
+};
+
+/* What a spec turned into: the file to open and what its name promises. */
+typedef struct registry_target {
+    lt_kind kind;
+    char path[PATH_MAX];  /* as found: "dir/file" or the spec itself */
+    char label[128];      /* name used in messages until a descriptor is chosen */
+    char want[128];       /* lowercased name the file name promises; "" when free */
+} registry_target;
+
+/* registry.c */
+bool registry_grow(void **arr, size_t *cap, size_t need, size_t elem);
+bool registry_own(lt_registry *r, void *p); /* frees p itself when it cannot keep it */
+void registry_err(char *err, size_t len, const char *fmt, ...) LT_PRINTF(3, 4);
+void registry_lower(char *dst, const char *src, size_t len);
+
+/* registry_find.c: spec -> file, not-found messages, names for suggestions. */
+bool registry_parse_file_name(const char *file, uint32_t *kind, char *name, size_t len);
+lt_status registry_locate(lt_registry *r, lt_kind kind, const char *spec, registry_target *t,
+                          char *err, size_t errlen);
+int registry_edit_distance(const char *a, const char *b);
+/* Comma-separated names of installed plugins of `kind` except `skip`. */
+void registry_installed_names(lt_registry *r, lt_kind kind, const char *skip, char *buf,
+                              size_t len);
+/* Calls fn(user, dir, file) for every directory entry, directories in search
+ * order, entries sorted by name; stops when fn returns false. */
+void registry_each_file(lt_registry *r, bool (*fn)(void *user, const char *dir, const char *file),
+                        void *user);
+
+/* registry_check.c: the descriptors in one file. */
+lt_status registry_open(const registry_target *t, const lt_plugin_header *const **list,
+                        char *err, size_t errlen);
+lt_status registry_check_all(const registry_target *t, const lt_plugin_header *const *list,
+                             char *err, size_t errlen);
+lt_status registry_select(const registry_target *t, const lt_plugin_header *const *list,
+                          const lt_plugin_header **out, char *err, size_t errlen);
+
+/* registry_resolve.c: adaptation, inheritance, defaults, required hooks. */
+lt_status registry_resolve(lt_registry *r, const registry_target *t, const lt_plugin_header *d,
+                           const lt_plugin_header **out, char *err, size_t errlen);
+
+/* Reads or writes the function pointer at `offset` of a table. */
+void (*registry_hook_get(const void *table, size_t offset))(void);
+void registry_hook_set(void *table, size_t offset, void (*fn)(void));
+
+#endif

@@ -1,0 +1,269 @@
+/* The training loop, top to bottom: forward, backward + reduce, update. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "trainer_internal.h"
+
+static lt_status log_metric_cb(void *user, const char *name, double value, double weight,
+                               unsigned flags) {
+    lt_run *r = user;
+    if (r->drop_metrics) return LT_OK;
+    if ((flags & LT_LOG_RANK_ZERO_ONLY) && r->world.global_rank != 0) return LT_OK;
+    lt_status st = lt_metrics_log(&r->metrics, name, value, weight, flags);
+    if (st != LT_OK) lt_set_error(NULL, "metric name '%s' is longer than %d bytes", name, LT_METRIC_NAME - 1);
+    return st;
+}
+
+static lt_status reduce_cb(void *user, double *buf, size_t n) {
+    lt_run *r = user;
+    lt_status st = LT_STRAT(r)->reduce(&r->strategy.ctx, r, buf, n, LT_F64, LT_SUM);
+    if (st != LT_OK) lt_run_hook_failed(r, &r->strategy, "reduce (sync_dist metrics)", st);
+    return st;
+}
+
+/* A limit <= 1 is a fraction of the batches, above 1 a count (Lightning). */
+static int64_t limit_batches(int64_t n, double limit) {
+    if (limit <= 1.0) return (int64_t)floor((double)n * limit + 1e-9);
+    int64_t k = (int64_t)limit;
+    return k < n ? k : n;
+}
+
+/* Starts a step on a batch: inputs copied into the step's device arena. */
+static lt_status begin_step(lt_run *r, const lt_batch_view *b, bool training, uint64_t rand_offset) {
+    lt_step *s = &r->step;
+    lt_step_reset(s, training, r->global_step, r->epoch, r->seed, rand_offset);
+    s->log_fn = log_metric_cb;
+    s->log_user = r;
+    s->batch_size = b->rows;
+    s->ninputs = b->nfields;
+    for (int f = 0; f < b->nfields; f++) {
+        const lt_field_info *fi = &b->info[f];
+        int64_t shape[LT_MAX_DIMS] = {b->rows};
+        int nd = 1;
+        for (int i = 0; i < fi->ndim && nd < LT_MAX_DIMS; i++) shape[nd++] = fi->shape[i];
+        size_t bytes = (size_t)b->rows * lt_dtype_size((lt_dtype)fi->dtype);
+        for (int i = 1; i < nd; i++) bytes *= (size_t)shape[i];
+        void *dev = lt_step_scratch(s, bytes);
+        if (!dev) return lt_run_fail(r, s->status, "%s", s->error);
+        lt_status st = LT_ACC(r)->copy(&r->accel.ctx, dev, b->field[f], bytes, LT_COPY_H2D);
+        if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "copy", st);
+        s->inputs[f] = lt_step_wrap(s, dev, (lt_dtype)fi->dtype, nd, shape);
+    }
+    return LT_OK;
+}
+
+static lt_status step_failed(lt_run *r, const char *what) {
+    const char *msg = r->step.error[0] ? r->step.error : lt_last_error(&r->module.ctx);
+    return lt_run_fail(r, r->step.status ? r->step.status : LT_ERR_PLUGIN, "model '%s': %s: %s",
+                       r->module.ctx.name, what, *msg ? msg : "failed without a message");
+}
+
+/* Forward and backward of one micro-batch; returns the loss value. */
+static lt_status train_micro(lt_trainer *t, const lt_batch_view *b, int64_t micro, double *loss_value) {
+    lt_run *r = &t->run;
+    uint64_t offset = ((uint64_t)r->global_step * (uint64_t)r->accumulate + (uint64_t)micro) << 32;
+    LT_CHECK(begin_step(r, b, true, offset));
+    lt_tensor *loss = NULL;
+    lt_status st = LT_STRAT(r)->training_step(&r->strategy.ctx, r, &r->step, &loss);
+    if (st != LT_OK || r->step.status != LT_OK || !loss) {
+        if (!r->step.status && st == LT_OK) lt_step_fail(&r->step, "training_step returned no loss");
+        if (!r->step.status) r->step.status = st;
+        return step_failed(r, "training_step");
+    }
+    double scale = 1.0;
+    st = LT_PREC(r)->scale_loss(&r->precision.ctx, &scale);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "scale_loss", st);
+    st = LT_STRAT(r)->on_backward_start(&r->strategy.ctx, r, r->sync_grads);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "on_backward_start", st);
+    *loss_value = lt_item(&r->step, loss);
+    if (lt_step_backward(&r->step, loss, scale / (double)r->accumulate) != LT_OK) {
+        if (r->error[0] && strstr(r->step.error, r->error)) return r->step.status;
+        return step_failed(r, "backward");
+    }
+    return LT_OK;
+}
+
+static lt_status optimizer_step(lt_trainer *t) {
+    lt_run *r = &t->run;
+    lt_status st = LT_STRAT(r)->before_optimizer_step(&r->strategy.ctx, r);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "before_optimizer_step", st);
+    bool finite = true;
+    st = LT_PREC(r)->unscale_and_check(&r->precision.ctx, r, &finite);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "unscale_and_check", st);
+    lt_model *m = r->model;
+    if (finite) {
+        if (r->clip_val > 0) lt_clip_grad_norm(m->grads_flat, m->total, m->dtype, r->clip_val, m->k, m->kctx);
+        lt_optim_step(&r->optim, m->params_flat, m->grads_flat, m->k, m->kctx, r->epoch);
+    }
+    st = LT_PREC(r)->update(&r->precision.ctx, !finite);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "update", st);
+    st = LT_STRAT(r)->after_optimizer_step(&r->strategy.ctx, r);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "after_optimizer_step", st);
+    r->global_step++;
+    return LT_OK;
+}
+
+static bool reached_max_steps(const lt_trainer *t) {
+    return t->max_steps >= 0 && t->run.global_step >= t->max_steps;
+}
+
+static lt_status call_epoch_hook(lt_run *r, lt_status (*hook)(lt_ctx *, int64_t), const char *name) {
+    if (!hook) return LT_OK;
+    lt_status st = hook(&r->module.ctx, r->epoch);
+    return st == LT_OK ? LT_OK : lt_run_hook_failed(r, &r->module, name, st);
+}
+
+static lt_status train_epoch(lt_trainer *t, int64_t *samples) {
+    lt_run *r = &t->run;
+    int64_t nb = limit_batches(lt_loader_num_batches(t->train_loader), t->limit_train);
+    LT_CHECK(lt_loader_start_epoch(t->train_loader, r->epoch));
+    lt_metrics_begin(&r->metrics, LT_STAGE_FIT);
+    LT_CHECK(call_epoch_hook(r, LT_MOD(r)->on_train_epoch_start, "on_train_epoch_start"));
+    lt_batch_view b;
+    double loss = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        lt_status st = lt_loader_next(t->train_loader, &b);
+        if (st != LT_OK) return lt_run_fail(r, st, "training data, batch %lld: %s", (long long)i, lt_loader_error(t->train_loader));
+        if (i < r->batch_in_epoch) continue; /* resumed mid-epoch: already trained on */
+        int64_t micro = i % r->accumulate;
+        r->sync_grads = micro == r->accumulate - 1 || i == nb - 1;
+        if (micro == 0) lt_model_zero_grad(r->model);
+        LT_CHECK(train_micro(t, &b, micro, &loss));
+        *samples += b.rows;
+        r->batch_in_epoch = i + 1;
+        if (!r->sync_grads) continue;
+        LT_CHECK(optimizer_step(t));
+        if (r->global_step % t->log_every == 0) lt_metrics_step_rows(&r->metrics, r->global_step, r->epoch);
+        lt_progress_update(t, i + 1, nb, loss, false);
+        if (reached_max_steps(t)) break;
+    }
+    lt_progress_update(t, r->batch_in_epoch, nb, loss, true);
+    LT_CHECK(call_epoch_hook(r, LT_MOD(r)->on_train_epoch_end, "on_train_epoch_end"));
+    return lt_metrics_end(&r->metrics, r->global_step, r->epoch, reduce_cb, r);
+}
+
+lt_status lt_trainer_eval_loop(lt_trainer *t, int stage, lt_loader *l, double limit, bool sanity) {
+    lt_run *r = &t->run;
+    lt_status (*hook)(lt_ctx *, lt_step *) =
+        stage == LT_STAGE_TEST ? LT_MOD(r)->test_step : LT_MOD(r)->validation_step;
+    const char *what = stage == LT_STAGE_TEST ? "test_step" : "validation_step";
+    if (!hook || !l) return LT_OK;
+    int64_t nb = limit_batches(lt_loader_num_batches(l), limit);
+    if (sanity && nb > t->num_sanity_val) nb = t->num_sanity_val;
+    LT_CHECK(lt_loader_start_epoch(l, 0));
+    if (!sanity) lt_metrics_begin(&r->metrics, stage);
+    r->drop_metrics = sanity;
+    lt_batch_view b;
+    for (int64_t i = 0; i < nb; i++) {
+        lt_status st = lt_loader_next(l, &b);
+        if (st != LT_OK) { r->drop_metrics = false; return lt_run_fail(r, st, "evaluation data, batch %lld: %s", (long long)i, lt_loader_error(l)); }
+        LT_CHECK(begin_step(r, &b, false, 0));
+        st = hook(&r->module.ctx, &r->step);
+        if (st != LT_OK || r->step.status != LT_OK) {
+            r->drop_metrics = false;
+            if (!r->step.status) r->step.status = st;
+            return step_failed(r, what);
+        }
+    }
+    r->drop_metrics = false;
+    if (sanity) return LT_OK;
+    LT_CHECK(lt_metrics_end(&r->metrics, r->global_step, r->epoch, reduce_cb, r));
+    if (stage == LT_STAGE_VALIDATE)
+        return call_epoch_hook(r, LT_MOD(r)->on_validation_epoch_end, "on_validation_epoch_end");
+    return LT_OK;
+}
+
+/* Checkpoints after validation so the monitored metric is this epoch's. */
+static lt_status epoch_checkpoints(lt_trainer *t) {
+    lt_run *r = &t->run;
+    if (!t->checkpointing || r->world.global_rank != 0) return LT_OK;
+    char path[1200];
+    if (t->save_last) {
+        snprintf(path, sizeof path, "%s/last.safetensors", t->ckpt_dir);
+        LT_CHECK(lt_checkpoint_save(t, path));
+    }
+    if (!t->monitor[0] || t->save_top_k == 0) return LT_OK;
+    const lt_metric *m = lt_metrics_find(&r->metrics, t->monitor);
+    if (!m || !m->has_epoch)
+        return lt_run_fail(r, LT_ERR_NOT_FOUND, "checkpoint.monitor = '%s' was never logged as an epoch metric; log it with LT_LOG_ON_EPOCH or fix the name",
+                           t->monitor);
+    double v = m->epoch_value;
+    bool better = !t->has_best || (t->monitor_max ? v > t->best_score : v < t->best_score);
+    if (!better) return LT_OK;
+    t->best_score = v;
+    t->has_best = true;
+    snprintf(path, sizeof path, "%s/best.safetensors", t->ckpt_dir);
+    return lt_checkpoint_save(t, path);
+}
+
+static lt_status run_fit(lt_trainer *t) {
+    lt_run *r = &t->run;
+    LT_CHECK(lt_trainer_setup_worker(t));
+    if (t->ckpt_path[0]) LT_CHECK(lt_checkpoint_load(t, t->ckpt_path));
+    LT_CHECK(lt_logdir_prepare(t));
+    r->optim.steps_per_epoch = limit_batches(lt_loader_num_batches(t->train_loader), t->limit_train) / r->accumulate;
+    if (r->optim.steps_per_epoch < 1) r->optim.steps_per_epoch = 1;
+    r->optim.total_steps = t->max_steps >= 0 ? t->max_steps : r->optim.steps_per_epoch * t->max_epochs;
+    lt_status st = LT_STRAT(r)->on_train_start(&r->strategy.ctx, r);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "on_train_start", st);
+    if (t->num_sanity_val > 0 && r->global_step == 0)
+        LT_CHECK(lt_trainer_eval_loop(t, LT_STAGE_VALIDATE, t->val_loader, t->limit_val, true));
+    for (; r->epoch < t->max_epochs; r->epoch++) {
+        if (reached_max_steps(t) && r->epoch >= t->min_epochs) break;
+        double t0 = lt_now();
+        int64_t samples = 0;
+        LT_CHECK(train_epoch(t, &samples));
+        double secs = lt_now() - t0;
+        bool stopping = reached_max_steps(t) && r->batch_in_epoch < limit_batches(lt_loader_num_batches(t->train_loader), t->limit_train);
+        if (!stopping && t->check_val_every > 0 && (r->epoch + 1) % t->check_val_every == 0)
+            LT_CHECK(lt_trainer_eval_loop(t, LT_STAGE_VALIDATE, t->val_loader, t->limit_val, false));
+        lt_progress_end_epoch(t, secs, samples);
+        if (stopping) break; /* mid-epoch: the last checkpoint keeps batch_in_epoch */
+        r->batch_in_epoch = 0;
+        LT_CHECK(epoch_checkpoints(t));
+        LT_CHECK(lt_logdir_flush(t));
+    }
+    if (t->checkpointing && r->world.global_rank == 0 && t->save_last && r->batch_in_epoch > 0) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/last.safetensors", t->ckpt_dir);
+        LT_CHECK(lt_checkpoint_save(t, path));
+    }
+    LT_CHECK(lt_logdir_flush(t));
+    t->fit_done = true;
+    return LT_OK;
+}
+
+lt_status lt_trainer_fit(lt_trainer *t) {
+    lt_run *r = &t->run;
+    lt_status st = run_fit(t);
+    if (r->strategy.loaded && t->worker_ready) {
+        lt_status s2 = LT_STRAT(r)->on_train_end(&r->strategy.ctx, r);
+        if (st == LT_OK && s2 != LT_OK) st = lt_run_hook_failed(r, &r->strategy, "on_train_end", s2);
+    }
+    return st;
+}
+
+static lt_status run_eval(lt_trainer *t, int stage) {
+    LT_CHECK(lt_trainer_setup_worker(t));
+    lt_run *r = &t->run;
+    lt_loader *l = stage == LT_STAGE_TEST ? t->test_loader : t->val_loader;
+    const char *what = stage == LT_STAGE_TEST ? "test_step" : "validation_step";
+    if (!(stage == LT_STAGE_TEST ? LT_MOD(r)->test_step : LT_MOD(r)->validation_step))
+        return lt_run_fail(r, LT_ERR_UNSUPPORTED, "model '%s' has no %s", r->module.ctx.name, what);
+    if (!l) return lt_run_fail(r, LT_ERR_NOT_FOUND, "no %s data: the module's setup_data gave none", stage == LT_STAGE_TEST ? "test" : "validation");
+    if (t->ckpt_path[0] && !t->fit_done) LT_CHECK(lt_checkpoint_load(t, t->ckpt_path));
+    LT_CHECK(lt_trainer_eval_loop(t, stage, l, stage == LT_STAGE_TEST ? t->limit_test : t->limit_val, false));
+    if (r->world.global_rank == 0) {
+        printf("lt: %s results:", stage == LT_STAGE_TEST ? "test" : "validation");
+        for (int i = 0; i < r->metrics.n; i++)
+            if (r->metrics.m[i].stage == stage && r->metrics.m[i].has_epoch)
+                printf(" %s %.4f", r->metrics.m[i].name, r->metrics.m[i].epoch_value);
+        printf("\n");
+        fflush(stdout);
+    }
+    return lt_logdir_flush(t);
+}
+
+lt_status lt_trainer_validate(lt_trainer *t) { return run_eval(t, LT_STAGE_VALIDATE); }
+lt_status lt_trainer_test(lt_trainer *t) { return run_eval(t, LT_STAGE_TEST); }

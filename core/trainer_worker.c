@@ -1,0 +1,343 @@
+/* Worker setup, in DESIGN.md's order: environment → accelerator → strategy
+ * setup_environment → init_dist_connection → module init into flat buffers →
+ * precision setup → configure_ddp → optimizer → data. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+#include "trainer_internal.h"
+
+static const char *cfg(const lt_run *r, const char *sec, const char *key) {
+    const char *v = lt_config_value(r->config, sec, key);
+    return v ? v : "";
+}
+
+static int64_t cfg_int(const lt_run *r, const char *sec, const char *key) {
+    int64_t v = 0;
+    lt_config_int(r->config, sec, key, &v, NULL, 0);
+    return v;
+}
+
+static double cfg_float(const lt_run *r, const char *sec, const char *key) {
+    double v = 0;
+    lt_config_float(r->config, sec, key, &v, NULL, 0);
+    return v;
+}
+
+static bool cfg_bool(const lt_run *r, const char *sec, const char *key) {
+    bool v = false;
+    lt_config_bool(r->config, sec, key, &v, NULL, 0);
+    return v;
+}
+
+#define ENV_CALL(r, hook, out)                                                          \
+    do {                                                                                \
+        lt_status s_ = LT_ENV(r)->hook(&(r)->env.ctx, out);                             \
+        if (s_ != LT_OK) return lt_run_hook_failed(r, &(r)->env, #hook, s_);           \
+    } while (0)
+
+lt_status lt_run_read_world(lt_run *r) {
+    lt_world *w = &r->world;
+    memset(w, 0, sizeof *w);
+    int v;
+    w->num_nodes = (int32_t)cfg_int(r, "trainer", "num_nodes");
+    w->num_devices = 1;
+    bool external = false;
+    ENV_CALL(r, creates_processes_externally, &external);
+    r->external_launch = external;
+    if (r->launch == LT_LAUNCH_NONE) {
+        w->world_size = 1;
+        w->local_world_size = 1;
+        w->device = r->devices.ids[0];
+        w->num_devices = r->devices.count;
+        snprintf(w->main_address, sizeof w->main_address, "127.0.0.1");
+        return LT_OK;
+    }
+    ENV_CALL(r, world_size, &v); w->world_size = v;
+    ENV_CALL(r, global_rank, &v); w->global_rank = v;
+    ENV_CALL(r, local_rank, &v); w->local_rank = v;
+    ENV_CALL(r, node_rank, &v); w->node_rank = v;
+    ENV_CALL(r, local_world_size, &v); w->local_world_size = v;
+    ENV_CALL(r, main_port, &v); w->main_port = v;
+    lt_status st = LT_ENV(r)->main_address(&r->env.ctx, w->main_address, sizeof w->main_address);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->env, "main_address", st);
+    if (w->local_rank < 0 || w->local_rank >= r->devices.count)
+        return lt_run_fail(r, LT_ERR_INVALID,
+                           "local rank %d has no device: trainer.devices gives %d; start one process per device (devices=%d) or fix LOCAL_RANK",
+                           w->local_rank, r->devices.count, w->local_world_size);
+    w->device = r->devices.ids[w->local_rank];
+    if (w->world_size != w->num_nodes * r->devices.count && r->launch == LT_LAUNCH_SUBPROCESS)
+        return lt_run_fail(r, LT_ERR_MISMATCH,
+                           "the environment (%s) reports world size %d but num_nodes (%d) x devices (%d) = %d; make them agree",
+                           r->env.ctx.name, w->world_size, w->num_nodes, r->devices.count,
+                           w->num_nodes * r->devices.count);
+    return LT_OK;
+}
+
+/* seed_everything: one seed for the job, exported as LT_GLOBAL_SEED so every
+ * worker a launcher starts uses the same one. */
+static uint64_t choose_seed(lt_trainer *t) {
+    lt_run *r = &t->run;
+    const char *s = cfg(r, "trainer", "seed");
+    char err[1024];
+    uint64_t ck;
+    if (t->ckpt_path[0] && lt_checkpoint_peek_seed(t->ckpt_path, &ck, err, sizeof err) == LT_OK) {
+        if (*s && strtoull(s, NULL, 0) != ck)
+            lt_log(NULL, LT_LOG_WARN, "trainer.seed = %s but %s was trained with seed %llu: resuming with the checkpoint's",
+                   s, t->ckpt_path, (unsigned long long)ck);
+        s = "";
+        char buf[32];
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)ck);
+        setenv("LT_GLOBAL_SEED", buf, 1);
+    }
+    const char *env = getenv("LT_GLOBAL_SEED");
+    uint64_t seed;
+    if (*s) seed = strtoull(s, NULL, 0);
+    else if (env && *env) seed = strtoull(env, NULL, 0);
+    else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed = ((uint64_t)ts.tv_nsec ^ (uint64_t)getpid() * 2654435761u) % 4294967296u;
+        lt_log(NULL, LT_LOG_INFO, "no seed set (trainer.seed): using %llu", (unsigned long long)seed);
+    }
+    char buf[32];
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)seed);
+    setenv("LT_GLOBAL_SEED", buf, 1);
+    return seed;
+}
+
+static void grad_ready_cb(void *user, size_t offset, size_t count);
+
+static lt_status setup_model(lt_trainer *t) {
+    lt_run *r = &t->run;
+    if (!r->module.loaded)
+        return lt_run_fail(r, LT_ERR_INVALID, "no model: set [model] name = <module plugin> in the config or --set model.name=...");
+    r->dtypes.struct_size = sizeof r->dtypes;
+    lt_status st = LT_PREC(r)->dtypes(&r->precision.ctx, &r->dtypes);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "dtypes", st);
+    const lt_kernels *k;
+    st = LT_ACC(r)->get_kernels(&r->accel.ctx, &k);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "get_kernels", st);
+    r->model = lt_model_new((lt_dtype)r->dtypes.compute, r->accel.desc, &r->accel.ctx, k);
+    if (!r->model) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
+    if (r->dtypes.param != r->dtypes.compute || r->dtypes.grad != r->dtypes.compute)
+        return lt_run_fail(r, LT_ERR_UNSUPPORTED, "precision '%s': separate parameter/compute dtypes are not supported by this core yet; use 32-true or 64-true",
+                           r->precision.ctx.name);
+    st = LT_MOD(r)->init(&r->module.ctx, r->model);
+    if (st == LT_OK && r->model->status != LT_OK) st = r->model->status;
+    if (st != LT_OK) {
+        if (r->model->error[0]) return lt_run_fail(r, st, "model '%s': init: %s", r->module.ctx.name, r->model->error);
+        return lt_run_hook_failed(r, &r->module, "init", st);
+    }
+    st = lt_model_finalize(r->model, r->seed);
+    if (st != LT_OK) return lt_run_fail(r, st, "model '%s': %s", r->module.ctx.name, r->model->error);
+    r->model->grad_ready = grad_ready_cb;
+    r->model->grad_ready_user = r;
+    return lt_step_init(&r->step, r->model);
+}
+
+/* Raised from inside backward: remembered, checked after backward returns. */
+static void grad_ready_cb(void *user, size_t offset, size_t count) {
+    lt_run *r = user;
+    if (r->step.status != LT_OK) return;
+    lt_status st = LT_STRAT(r)->on_grad_ready(&r->strategy.ctx, r, offset, count, r->sync_grads);
+    if (st != LT_OK) {
+        lt_run_hook_failed(r, &r->strategy, "on_grad_ready", st);
+        lt_step_set_error(&r->step, st, "%s", r->error);
+    }
+}
+
+static lt_status setup_optimizer(lt_trainer *t) {
+    lt_run *r = &t->run;
+    lt_optim_config *o = &r->optim_cfg;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    snprintf(o->name, sizeof o->name, "%s", cfg(r, "optimizer", "name"));
+    o->lr = cfg_float(r, "optimizer", "lr");
+    o->momentum = cfg_float(r, "optimizer", "momentum");
+    o->dampening = cfg_float(r, "optimizer", "dampening");
+    o->nesterov = cfg_bool(r, "optimizer", "nesterov");
+    o->weight_decay = cfg_float(r, "optimizer", "weight_decay");
+    o->beta1 = cfg_float(r, "optimizer", "beta1");
+    o->beta2 = cfg_float(r, "optimizer", "beta2");
+    o->eps = cfg_float(r, "optimizer", "eps");
+    snprintf(o->scheduler, sizeof o->scheduler, "%s", cfg(r, "scheduler", "name"));
+    o->step_size = cfg_int(r, "scheduler", "step_size");
+    o->gamma = cfg_float(r, "scheduler", "gamma");
+    o->warmup_steps = cfg_int(r, "scheduler", "warmup_steps");
+    o->min_lr = cfg_float(r, "scheduler", "min_lr");
+    const char *interval = cfg(r, "scheduler", "interval");
+    if (strcasecmp(interval, "epoch") && strcasecmp(interval, "step"))
+        return lt_run_fail(r, LT_ERR_INVALID, "scheduler.interval = '%s' (%s): use epoch or step", interval,
+                           lt_config_origin(r->config, "scheduler", "interval"));
+    o->interval_steps = !strcasecmp(interval, "step");
+    if (LT_MOD(r)->configure_optimizers) {
+        lt_status st = LT_MOD(r)->configure_optimizers(&r->module.ctx, o);
+        if (st != LT_OK) return lt_run_hook_failed(r, &r->module, "configure_optimizers", st);
+    }
+    char err[512];
+    if (lt_optim_validate(o, err, sizeof err) != LT_OK) return lt_run_fail(r, LT_ERR_INVALID, "%s", err);
+
+    /* Effective batch and the learning-rate scaling rule (Goyal et al.: linear). */
+    int mult = r->world.world_size;
+    lt_status st = LT_STRAT(r)->batch_multiplier(&r->strategy.ctx, r, &mult);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "batch_multiplier", st);
+    int64_t eff = t->batch_size * mult * r->accumulate;
+    const char *rule = cfg(r, "optimizer", "lr_scaling");
+    int64_t ref = cfg_int(r, "optimizer", "reference_batch_size");
+    if (ref <= 0) ref = t->batch_size;
+    double base = o->lr;
+    if (!strcasecmp(rule, "linear")) o->lr = base * (double)eff / (double)ref;
+    else if (!strcasecmp(rule, "sqrt")) o->lr = base * sqrt((double)eff / (double)ref);
+    else if (strcasecmp(rule, "none"))
+        return lt_run_fail(r, LT_ERR_INVALID, "optimizer.lr_scaling = '%s': use none, linear or sqrt", rule);
+    if (r->world.global_rank == 0)
+        printf("lt: effective batch size %lld = %lld per process x %d (%s) x %lld accumulation; lr %g (lr_scaling %s, reference batch %lld, base lr %g)\n",
+               (long long)eff, (long long)t->batch_size, mult, r->strategy.ctx.name, (long long)r->accumulate,
+               o->lr, rule, (long long)ref, base);
+    return lt_optim_init(&r->optim, o, r->model->total, r->model->dtype, LT_ACC(r), &r->accel.ctx, r->model->k);
+}
+
+static void *host_alloc(void *user, size_t bytes) {
+    lt_run *r = user;
+    void *p = NULL;
+    return LT_ACC(r)->alloc_host(&r->accel.ctx, bytes, &p) == LT_OK ? p : NULL;
+}
+
+static void host_free(void *user, void *p) {
+    lt_run *r = user;
+    LT_ACC(r)->free_host(&r->accel.ctx, p);
+}
+
+static lt_status make_loader(lt_trainer *t, const lt_dataset *ds, int64_t batch, bool train,
+                             lt_loader **out) {
+    lt_run *r = &t->run;
+    int shards = r->world.world_size, shard = r->world.global_rank;
+    lt_status st = LT_STRAT(r)->sampler_shard(&r->strategy.ctx, r, &shards, &shard);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "sampler_shard", st);
+    lt_loader_opts o = {
+        .struct_size = sizeof o, .batch_size = batch, .num_shards = shards, .shard = shard,
+        .shuffle = train && cfg_bool(r, "data", "shuffle"), .seed = r->seed, .pad = train,
+        .drop_last = train && cfg_bool(r, "data", "drop_last"),
+        .prefetch = (int)cfg_int(r, "data", "prefetch"),
+        .alloc_host = host_alloc, .free_host = host_free, .alloc_user = r};
+    if (o.prefetch < 2) o.prefetch = 2;
+    char err[1024];
+    st = lt_loader_new(ds, &o, out, err, sizeof err);
+    if (st != LT_OK) return lt_run_fail(r, st, "data loader: %s", err);
+    return LT_OK;
+}
+
+static lt_status setup_data(lt_trainer *t) {
+    lt_run *r = &t->run;
+    lt_dataset train = {0}, val = {0};
+    if (LT_MOD(r)->setup_data) {
+        lt_status st = LT_MOD(r)->setup_data(&r->module.ctx, LT_STAGE_FIT, &train, &val);
+        if (st != LT_OK) return lt_run_hook_failed(r, &r->module, "setup_data", st);
+    }
+    char err[1024], img[1200], lab[1200];
+    const char *dir = cfg(r, "data", "dir");
+    double mean = cfg_float(r, "data", "normalize_mean"), std = cfg_float(r, "data", "normalize_std");
+    if (!train.iface) {
+        snprintf(img, sizeof img, "%s/train-images-idx3-ubyte.gz", dir);
+        snprintf(lab, sizeof lab, "%s/train-labels-idx1-ubyte.gz", dir);
+        lt_status st = lt_idx_dataset_open(img, lab, mean, std, &t->train_base, err, sizeof err);
+        if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s (%s): %s", dir, lt_config_origin(r->config, "data", "dir"), err);
+        int64_t n = t->train_base.iface->length(t->train_base.self);
+        int64_t nval = cfg_int(r, "data", "val_split");
+        if (nval < 0 || nval >= n)
+            return lt_run_fail(r, LT_ERR_INVALID, "data.val_split = %lld must be in [0, %lld) (the training set has %lld samples)",
+                               (long long)nval, (long long)n, (long long)n);
+        lt_dataset_subset(&t->train_base, 0, n - nval, &t->train_ds);
+        if (nval > 0) lt_dataset_subset(&t->train_base, n - nval, nval, &t->val_ds);
+    } else {
+        t->train_ds = train;
+        t->val_ds = val;
+    }
+    snprintf(img, sizeof img, "%s/t10k-images-idx3-ubyte.gz", dir);
+    snprintf(lab, sizeof lab, "%s/t10k-labels-idx1-ubyte.gz", dir);
+    if (!train.iface) {
+        lt_status st = lt_idx_dataset_open(img, lab, mean, std, &t->test_ds, err, sizeof err);
+        if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s: %s", dir, err);
+    }
+    LT_CHECK(make_loader(t, &t->train_ds, t->batch_size, true, &t->train_loader));
+    if (t->val_ds.iface) LT_CHECK(make_loader(t, &t->val_ds, t->val_batch_size, false, &t->val_loader));
+    if (t->test_ds.iface) LT_CHECK(make_loader(t, &t->test_ds, t->val_batch_size, false, &t->test_loader));
+    return LT_OK;
+}
+
+static lt_status parse_limit(lt_run *r, const char *key, double *out) {
+    const char *v = cfg(r, "trainer", key);
+    char *end;
+    double x = strtod(v, &end);
+    if (*end || !(x >= 0))
+        return lt_run_fail(r, LT_ERR_INVALID, "trainer.%s = '%s' (%s): use a fraction in [0, 1] or a number of batches",
+                           key, v, lt_config_origin(r->config, "trainer", key));
+    *out = x;
+    return LT_OK;
+}
+
+static lt_status read_loop_config(lt_trainer *t) {
+    lt_run *r = &t->run;
+    t->batch_size = cfg_int(r, "data", "batch_size");
+    t->val_batch_size = cfg_int(r, "data", "val_batch_size");
+    if (t->batch_size < 1) return lt_run_fail(r, LT_ERR_INVALID, "data.batch_size = %lld must be >= 1", (long long)t->batch_size);
+    if (t->val_batch_size <= 0) t->val_batch_size = t->batch_size;
+    t->max_epochs = cfg_int(r, "trainer", "max_epochs");
+    t->max_steps = cfg_int(r, "trainer", "max_steps");
+    t->min_epochs = cfg_int(r, "trainer", "min_epochs");
+    r->accumulate = cfg_int(r, "trainer", "accumulate_grad_batches");
+    if (r->accumulate < 1) return lt_run_fail(r, LT_ERR_INVALID, "trainer.accumulate_grad_batches = %lld must be >= 1", (long long)r->accumulate);
+    r->clip_val = cfg_float(r, "trainer", "gradient_clip_val");
+    if (r->clip_val > 0 && strcasecmp(cfg(r, "trainer", "gradient_clip_algorithm"), "norm"))
+        return lt_run_fail(r, LT_ERR_UNSUPPORTED, "trainer.gradient_clip_algorithm = '%s': only norm is supported",
+                           cfg(r, "trainer", "gradient_clip_algorithm"));
+    LT_CHECK(parse_limit(r, "limit_train_batches", &t->limit_train));
+    LT_CHECK(parse_limit(r, "limit_val_batches", &t->limit_val));
+    LT_CHECK(parse_limit(r, "limit_test_batches", &t->limit_test));
+    t->check_val_every = cfg_int(r, "trainer", "check_val_every_n_epoch");
+    t->log_every = cfg_int(r, "trainer", "log_every_n_steps");
+    if (t->log_every < 1) t->log_every = 1;
+    t->num_sanity_val = cfg_int(r, "trainer", "num_sanity_val_steps");
+    t->progress_bar = cfg_bool(r, "trainer", "enable_progress_bar");
+    t->checkpointing = cfg_bool(r, "trainer", "enable_checkpointing");
+    snprintf(t->root_dir, sizeof t->root_dir, "%s", cfg(r, "trainer", "default_root_dir"));
+    snprintf(t->monitor, sizeof t->monitor, "%s", cfg(r, "checkpoint", "monitor"));
+    t->monitor_max = !strcasecmp(cfg(r, "checkpoint", "mode"), "max");
+    if (!t->monitor_max && strcasecmp(cfg(r, "checkpoint", "mode"), "min"))
+        return lt_run_fail(r, LT_ERR_INVALID, "checkpoint.mode = '%s': use min or max", cfg(r, "checkpoint", "mode"));
+    t->save_last = cfg_bool(r, "checkpoint", "save_last");
+    t->save_top_k = cfg_int(r, "checkpoint", "save_top_k");
+    const char *dirpath = cfg(r, "checkpoint", "dirpath");
+    if (*dirpath) snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s", dirpath);
+    else snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%.900s/checkpoints", t->root_dir);
+    return LT_OK;
+}
+
+lt_status lt_trainer_setup_worker(lt_trainer *t) {
+    if (t->worker_ready) return LT_OK;
+    lt_run *r = &t->run;
+    LT_CHECK(read_loop_config(t));
+    LT_CHECK(lt_run_read_world(r));
+    if (r->launch != LT_LAUNCH_NONE) lt_log_set_rank(r->world.global_rank);
+    r->seed = choose_seed(t);
+    lt_status st = LT_ACC(r)->setup(&r->accel.ctx, r->world.device);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "setup", st);
+    r->accel_ready = true;
+    st = LT_STRAT(r)->setup_environment(&r->strategy.ctx, r);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "setup_environment", st);
+    st = LT_STRAT(r)->init_dist_connection(&r->strategy.ctx, r);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "init_dist_connection", st);
+    LT_CHECK(setup_model(t));
+    st = LT_PREC(r)->setup(&r->precision.ctx, r);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "setup", st);
+    st = LT_STRAT(r)->configure_ddp(&r->strategy.ctx, r);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "configure_ddp", st);
+    LT_CHECK(setup_optimizer(t));
+    LT_CHECK(setup_data(t));
+    t->worker_ready = true;
+    return LT_OK;
+}

@@ -1,0 +1,259 @@
+/* The cpu accelerator: descriptor, device hooks, memory and the deferred
+ * kernel-error path. The kernels live in the other files of this folder. */
+#include <cblas.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cpu_internal.h"
+
+/* Every device block starts with this many bytes holding its size, so free()
+ * can keep memory_stats exact without a side table; 64 keeps the payload on
+ * the cache-line (and AVX-512) alignment the ABI promises. */
+#define CPU_ALIGN 64u
+
+static cpu_state *state_of(lt_ctx *ctx) { return (cpu_state *)lt_ctx_state(ctx); }
+
+/* ---- deferred kernel errors ---------------------------------------------- */
+
+void cpu_fail(lt_ctx *ctx, lt_status code, const char *fmt, ...) {
+    cpu_state *s = state_of(ctx);
+    char msg[sizeof s->pending_msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!s) { /* a kernel before setup: nowhere to park it, say it now */
+        lt_set_error(ctx, "%s", msg);
+        return;
+    }
+    pthread_mutex_lock(&s->err_lock);
+    if (s->pending == LT_OK) {
+        s->pending = code;
+        memcpy(s->pending_msg, msg, sizeof msg);
+    }
+    pthread_mutex_unlock(&s->err_lock);
+}
+
+void cpu_bad_dtype(lt_ctx *ctx, const char *kernel, lt_dtype t, const char *takes) {
+    const char *name = lt_dtype_name(t);
+    cpu_fail(ctx, LT_ERR_UNSUPPORTED, "cpu %s: dtype %s (%d) is not supported; it takes %s",
+             kernel, name ? name : "unknown", (int)t, takes);
+}
+
+lt_status cpu_take_error(lt_ctx *ctx) {
+    cpu_state *s = state_of(ctx);
+    if (!s) return LT_OK;
+    pthread_mutex_lock(&s->err_lock);
+    lt_status code = s->pending;
+    if (code != LT_OK) lt_set_error(ctx, "%s", s->pending_msg);
+    s->pending = LT_OK;
+    s->pending_msg[0] = 0;
+    pthread_mutex_unlock(&s->err_lock);
+    return code;
+}
+
+/* ---- device hooks --------------------------------------------------------- */
+
+static lt_status cpu_is_available(lt_ctx *ctx, bool *out) {
+    (void)ctx;
+    *out = true;
+    return LT_OK;
+}
+
+static lt_status cpu_device_count(lt_ctx *ctx, int *out) {
+    (void)ctx;
+    *out = 1;
+    return LT_OK;
+}
+
+/* Any non-negative index is accepted: every "device" of a cpu run is the same
+ * host (dp on cpu sets up one context per replica thread). */
+static lt_status cpu_setup(lt_ctx *ctx, int device) {
+    if (device < 0) {
+        lt_set_error(ctx, "cpu accelerator: device index %d is negative; use 0", device);
+        return LT_ERR_INVALID;
+    }
+    if (state_of(ctx)) {
+        lt_set_error(ctx, "cpu accelerator: setup called twice on one context; call teardown first");
+        return LT_ERR_STATE;
+    }
+    cpu_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        lt_set_error(ctx, "cpu accelerator: out of memory creating its state");
+        return LT_ERR_NOMEM;
+    }
+    pthread_mutex_init(&s->err_lock, NULL);
+    s->pending = LT_OK;
+    /* 0 leaves OpenBLAS as OPENBLAS_NUM_THREADS (or its own default) set it;
+     * the launcher already shares cores among local ranks that way. */
+    int64_t threads = lt_param_int(ctx, "num_threads", 0);
+    if (threads > 0) openblas_set_num_threads(threads > 4096 ? 4096 : (int)threads);
+    lt_ctx_set_state(ctx, s);
+    return LT_OK;
+}
+
+static lt_status cpu_teardown(lt_ctx *ctx) {
+    cpu_state *s = state_of(ctx);
+    if (!s) return LT_OK;
+    uint64_t live = atomic_load(&s->allocated);
+    if (live)
+        lt_log(ctx, LT_LOG_WARN, "teardown with %llu bytes still allocated (leak)",
+               (unsigned long long)live);
+    pthread_mutex_destroy(&s->err_lock);
+    free(s);
+    lt_ctx_set_state(ctx, NULL);
+    return LT_OK;
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+
+static void *aligned_block(size_t bytes) {
+    if (bytes > SIZE_MAX - 2 * CPU_ALIGN) return NULL;
+    /* header + payload, rounded up: aligned_alloc wants a multiple of the alignment */
+    size_t total = (bytes + 2 * CPU_ALIGN - 1) & ~(size_t)(CPU_ALIGN - 1);
+    return aligned_alloc(CPU_ALIGN, total);
+}
+
+static void track(cpu_state *s, uint64_t bytes) {
+    uint64_t now = atomic_fetch_add(&s->allocated, bytes) + bytes;
+    uint64_t peak = atomic_load(&s->peak);
+    while (now > peak && !atomic_compare_exchange_weak(&s->peak, &peak, now)) {
+    }
+}
+
+static lt_status cpu_alloc(lt_ctx *ctx, size_t bytes, void **out) {
+    cpu_state *s = state_of(ctx);
+    if (!s) {
+        lt_set_error(ctx, "cpu accelerator: alloc before setup");
+        return LT_ERR_STATE;
+    }
+    unsigned char *base = aligned_block(bytes);
+    if (!base) {
+        lt_set_error(ctx, "cpu accelerator: cannot allocate %zu bytes", bytes);
+        return LT_ERR_NOMEM;
+    }
+    memcpy(base, &bytes, sizeof bytes);
+    track(s, bytes);
+    *out = base + CPU_ALIGN;
+    return LT_OK;
+}
+
+static void cpu_free(lt_ctx *ctx, void *p) {
+    if (!p) return;
+    unsigned char *base = (unsigned char *)p - CPU_ALIGN;
+    size_t bytes;
+    memcpy(&bytes, base, sizeof bytes);
+    cpu_state *s = state_of(ctx);
+    if (s) atomic_fetch_sub(&s->allocated, bytes);
+    free(base);
+}
+
+/* Host memory needs no pinning on cpu: plain aligned memory, not counted in
+ * memory_stats (which covers alloc() only). */
+static lt_status cpu_alloc_host(lt_ctx *ctx, size_t bytes, void **out) {
+    void *p = NULL;
+    if (bytes <= SIZE_MAX - CPU_ALIGN) {
+        size_t total = (bytes + CPU_ALIGN - 1) & ~(size_t)(CPU_ALIGN - 1);
+        p = aligned_alloc(CPU_ALIGN, total ? total : CPU_ALIGN);
+    }
+    if (!p) {
+        lt_set_error(ctx, "cpu accelerator: cannot allocate %zu bytes of host memory", bytes);
+        return LT_ERR_NOMEM;
+    }
+    *out = p;
+    return LT_OK;
+}
+
+static void cpu_free_host(lt_ctx *ctx, void *p) {
+    (void)ctx;
+    free(p);
+}
+
+/* Host and device are one memory: every direction is a memcpy. memmove
+ * because D2D copies inside one arena may overlap. */
+static lt_status cpu_copy(lt_ctx *ctx, void *dst, const void *src, size_t bytes,
+                          lt_copy_dir dir) {
+    if (dir < LT_COPY_H2D || dir > LT_COPY_H2H) {
+        lt_set_error(ctx, "cpu accelerator: copy direction %d is not one of lt_copy_dir", (int)dir);
+        return LT_ERR_INVALID;
+    }
+    if (bytes && dst != src) memmove(dst, src, bytes);
+    return LT_OK;
+}
+
+/* Kernels run synchronously on the calling thread, so there is nothing to
+ * wait for; only errors they parked are reported. */
+static lt_status cpu_synchronize(lt_ctx *ctx) { return cpu_take_error(ctx); }
+
+static const lt_kernels cpu_kernel_table = {
+    .struct_size = sizeof(lt_kernels),
+    .gemm = cpu_gemm,
+    .fill = cpu_fill,
+    .axpby = cpu_axpby,
+    .add_bias = cpu_add_bias,
+    .sum_rows = cpu_sum_rows,
+    .act_fwd = cpu_act_fwd,
+    .act_bwd = cpu_act_bwd,
+    .dropout_fwd = cpu_dropout_fwd,
+    .dropout_bwd = cpu_dropout_bwd,
+    .xent_fwd = cpu_xent_fwd,
+    .xent_bwd = cpu_xent_bwd,
+    .mse_fwd = cpu_mse_fwd,
+    .mse_bwd = cpu_mse_bwd,
+    .count_correct = cpu_count_correct,
+    .cast = cpu_cast,
+    .sumsq = cpu_sumsq,
+    .all_finite = cpu_all_finite,
+    .sgd_step = cpu_sgd_step,
+    .adamw_step = cpu_adamw_step,
+    .rand_fill = cpu_rand_fill,
+};
+
+static lt_status cpu_get_kernels(lt_ctx *ctx, const lt_kernels **out) {
+    (void)ctx;
+    *out = &cpu_kernel_table;
+    return LT_OK;
+}
+
+static lt_status cpu_memory_stats(lt_ctx *ctx, lt_memory_stats *out) {
+    cpu_state *s = state_of(ctx);
+    if (!s) {
+        lt_set_error(ctx, "cpu accelerator: memory_stats before setup");
+        return LT_ERR_STATE;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    out->allocated_bytes = atomic_load(&s->allocated);
+    out->peak_bytes = atomic_load(&s->peak);
+    out->total_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    return LT_OK;
+}
+
+/* ---- descriptor ----------------------------------------------------------- */
+
+static const lt_param_spec cpu_params[] = {
+    {"num_threads", LT_PARAM_INT, "0",
+     "OpenBLAS threads for this worker; 0 keeps OPENBLAS_NUM_THREADS or OpenBLAS's default"},
+    {NULL, 0, NULL, NULL},
+};
+
+static const lt_accelerator_desc cpu_desc = {
+    LT_HEADER(LT_KIND_ACCELERATOR, lt_accelerator_desc, "cpu", NULL, "1.0.0",
+              "CPU: OpenBLAS GEMM, vectorised elementwise kernels", cpu_params, NULL),
+    .is_available = cpu_is_available,
+    .device_count = cpu_device_count,
+    .setup = cpu_setup,
+    .teardown = cpu_teardown,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .alloc_host = cpu_alloc_host,
+    .free_host = cpu_free_host,
+    .copy = cpu_copy,
+    .synchronize = cpu_synchronize,
+    .get_kernels = cpu_get_kernels,
+    .memory_stats = cpu_memory_stats,
+};
+
+LT_PLUGIN_EXPORT(&cpu_desc.hdr)

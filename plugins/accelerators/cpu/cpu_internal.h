@@ -1,0 +1,109 @@
+/* Shared by the cpu accelerator's source files: the per-context state, the
+ * deferred-error path kernels use, and the kernel entry points each file
+ * defines. Not installed; nothing outside this folder includes it. */
+#ifndef LT_CPU_INTERNAL_H
+#define LT_CPU_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include "lt/accelerator.h"
+
+/* Hot loops get an AVX2/FMA (x86-64-v3) clone chosen once at load time by
+ * an ifunc; the default clone keeps the plugin loadable on any x86-64.
+ * Other compilers and architectures get the plain function. */
+#ifndef CPU_HOT /* -DCPU_HOT= builds (and tests) the baseline loops alone */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define CPU_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define CPU_HOT
+#endif
+#endif
+
+/* Kernels are written once as a macro over (C type, suffix) and expanded for
+ * each dtype, so every loop is specialised and the dtype is looked at once
+ * per call, never per element. */
+#define CPU_FOR_FLOAT_TYPES(X) X(float, f32) X(double, f64)
+
+/* Calls fn_f32 or fn_f64 with the remaining arguments (void pointers convert
+ * implicitly, doubles narrow through the prototype), or parks the error. */
+#define CPU_DISPATCH(ctx, name, t, fn, ...)                                                \
+    do {                                                                               \
+        if ((t) == LT_F32)                                                             \
+            fn##_f32(__VA_ARGS__);                                                     \
+        else if ((t) == LT_F64)                                                        \
+            fn##_f64(__VA_ARGS__);                                                     \
+        else                                                                           \
+            cpu_bad_dtype((ctx), (name), (t), "f32 or f64");                           \
+    } while (0)
+
+/* One per accelerator context, made by setup. Kernels do not return a
+ * status, so the first error one hits is parked here until the next
+ * synchronize() reports it: the first one, because later ones are usually
+ * consequences of it. */
+typedef struct cpu_state {
+    _Atomic uint64_t allocated; /* live bytes from alloc() */
+    _Atomic uint64_t peak;      /* high-water mark of allocated */
+    pthread_mutex_t err_lock;   /* guards the two fields below (cold path) */
+    lt_status pending;          /* LT_OK when nothing happened */
+    char pending_msg[256];
+} cpu_state;
+
+/* Parks an error for the next synchronize (first one wins). */
+void cpu_fail(lt_ctx *ctx, lt_status code, const char *fmt, ...) LT_PRINTF(3, 4);
+/* The common case: `kernel` was given a dtype it has no loop for; `takes`
+ * lists the ones it has ("f32 or f64"). LT_ERR_UNSUPPORTED. */
+void cpu_bad_dtype(lt_ctx *ctx, const char *kernel, lt_dtype t, const char *takes);
+/* Returns the parked error (LT_OK if none), copying its message into the
+ * context, and clears it. */
+lt_status cpu_take_error(lt_ctx *ctx);
+
+/* gemm.c */
+void cpu_gemm(lt_ctx *ctx, lt_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+              double alpha, const void *a, int64_t lda, const void *b, int64_t ldb, double beta,
+              void *c, int64_t ldc);
+
+/* elementwise.c */
+void cpu_fill(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, double v);
+void cpu_axpby(lt_ctx *ctx, lt_dtype t, int64_t n, double a, const void *x, double b, void *y);
+void cpu_add_bias(lt_ctx *ctx, lt_dtype t, void *y, const void *bias, int64_t rows,
+                  int64_t cols);
+void cpu_sum_rows(lt_ctx *ctx, lt_dtype t, void *out, const void *x, int64_t rows, int64_t cols,
+                  double beta);
+void cpu_act_fwd(lt_ctx *ctx, lt_dtype t, lt_act f, void *y, const void *x, int64_t n);
+void cpu_act_bwd(lt_ctx *ctx, lt_dtype t, lt_act f, void *dx, const void *dy, const void *x,
+                 const void *y, int64_t n, double beta);
+void cpu_dropout_fwd(lt_ctx *ctx, lt_dtype t, void *y, uint8_t *mask, const void *x, int64_t n,
+                     double p, uint64_t seed, uint64_t offset);
+void cpu_dropout_bwd(lt_ctx *ctx, lt_dtype t, void *dx, const void *dy, const uint8_t *mask,
+                     int64_t n, double p, double beta);
+
+/* loss.c */
+void cpu_xent_fwd(lt_ctx *ctx, lt_dtype t, const void *logits, const int32_t *labels,
+                  int64_t rows, int64_t cols, void *probs, void *loss);
+void cpu_xent_bwd(lt_ctx *ctx, lt_dtype t, void *dlogits, const void *probs,
+                  const int32_t *labels, int64_t rows, int64_t cols, double scale);
+void cpu_mse_fwd(lt_ctx *ctx, lt_dtype t, const void *pred, const void *target, int64_t n,
+                 void *loss);
+void cpu_mse_bwd(lt_ctx *ctx, lt_dtype t, void *dpred, const void *pred, const void *target,
+                 int64_t n, double scale);
+void cpu_count_correct(lt_ctx *ctx, lt_dtype t, const void *logits, const int32_t *labels,
+                       int64_t rows, int64_t cols, int64_t *correct_host);
+
+/* cast.c */
+void cpu_cast(lt_ctx *ctx, lt_dtype dst_t, void *dst, lt_dtype src_t, const void *src, int64_t n);
+
+/* reduce.c */
+void cpu_sumsq(lt_ctx *ctx, lt_dtype t, const void *x, int64_t n, double *out_host);
+void cpu_all_finite(lt_ctx *ctx, lt_dtype t, const void *x, int64_t n, bool *out_host);
+
+/* optim.c */
+void cpu_sgd_step(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *momentum_buf,
+                  int64_t n, const lt_sgd_args *a);
+void cpu_adamw_step(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *m, void *v,
+                    int64_t n, const lt_adamw_args *a);
+
+/* rand.c */
+void cpu_rand_fill(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, lt_rand_dist dist, double a,
+                   double b, uint64_t seed, uint64_t offset);
+
+#endif

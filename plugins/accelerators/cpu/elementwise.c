@@ -1,0 +1,189 @@
+/* Element-wise kernels: fill, axpby, bias, column sums, activations, dropout.
+ *
+ * Outputs may alias inputs element for element (y == x in place), so only
+ * arguments that can never overlap are `restrict`; GCC versions the loops
+ * with a runtime overlap check at -O3 and still vectorises them.
+ *
+ * `beta == 0` means "overwrite": the old output is never read, so arena
+ * memory holding NaN garbage cannot leak in (0 * NaN is NaN). Written as a
+ * loop-invariant test in the loop body; GCC unswitches it out of the loop.
+ *
+ * GELU is the exact one, 0.5 x (1 + erf(x / sqrt 2)), PyTorch's default
+ * (approximate='none'), not the tanh approximation. */
+#include <tgmath.h>
+#include "cpu_internal.h"
+#include "rng.h"
+
+#define INV_SQRT_2PI 0.39894228040143267794 /* 1 / sqrt(2 pi), the normal pdf at 0 */
+
+/* ---- fill, axpby, add_bias, sum_rows --------------------------------------- */
+
+#define DEF_FILL(T, S)                                                                     \
+    static CPU_HOT void fill_##S(T *restrict x, int64_t n, T v) {                          \
+        for (int64_t i = 0; i < n; i++) x[i] = v;                                          \
+    }
+CPU_FOR_FLOAT_TYPES(DEF_FILL)
+
+void cpu_fill(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, double v) {
+    CPU_DISPATCH(ctx, "fill", t, fill, x, n, v);
+}
+
+#define DEF_AXPBY(T, S)                                                                    \
+    static CPU_HOT void axpby_##S(int64_t n, T a, const T *x, T b, T *y) {                 \
+        for (int64_t i = 0; i < n; i++) y[i] = b == 0 ? a * x[i] : a * x[i] + b * y[i];    \
+    }
+CPU_FOR_FLOAT_TYPES(DEF_AXPBY)
+
+void cpu_axpby(lt_ctx *ctx, lt_dtype t, int64_t n, double a, const void *x, double b, void *y) {
+    CPU_DISPATCH(ctx, "axpby", t, axpby, n, a, x, b, y);
+}
+
+#define DEF_ADD_BIAS(T, S)                                                                 \
+    static CPU_HOT void add_bias_##S(T *restrict y, const T *restrict bias, int64_t rows,  \
+                                     int64_t cols) {                                       \
+        for (int64_t r = 0; r < rows; r++) {                                               \
+            T *restrict row = y + r * cols;                                                \
+            for (int64_t c = 0; c < cols; c++) row[c] += bias[c];                          \
+        }                                                                                  \
+    }
+CPU_FOR_FLOAT_TYPES(DEF_ADD_BIAS)
+
+void cpu_add_bias(lt_ctx *ctx, lt_dtype t, void *y, const void *bias, int64_t rows,
+                  int64_t cols) {
+    CPU_DISPATCH(ctx, "add_bias", t, add_bias, y, bias, rows, cols);
+}
+
+/* Row by row so the inner loop runs along contiguous memory; out stays in L1
+ * for the layer widths an MLP has. */
+#define DEF_SUM_ROWS(T, S)                                                                 \
+    static CPU_HOT void sum_rows_##S(T *restrict out, const T *restrict x, int64_t rows,   \
+                                     int64_t cols, T beta) {                               \
+        for (int64_t c = 0; c < cols; c++) out[c] = beta == 0 ? 0 : beta * out[c];         \
+        for (int64_t r = 0; r < rows; r++) {                                               \
+            const T *restrict row = x + r * cols;                                          \
+            for (int64_t c = 0; c < cols; c++) out[c] += row[c];                           \
+        }                                                                                  \
+    }
+CPU_FOR_FLOAT_TYPES(DEF_SUM_ROWS)
+
+void cpu_sum_rows(lt_ctx *ctx, lt_dtype t, void *out, const void *x, int64_t rows, int64_t cols,
+                  double beta) {
+    CPU_DISPATCH(ctx, "sum_rows", t, sum_rows, out, x, rows, cols, beta);
+}
+
+/* ---- activations ----------------------------------------------------------- */
+
+/* `x < 0 ? 0 : x` rather than `x > 0 ? x : 0` so NaN propagates, as in
+ * PyTorch; the loss scaler relies on seeing it. */
+#define DEF_ACT_FWD(T, S)                                                                  \
+    static CPU_HOT void relu_fwd_##S(T *y, const T *x, int64_t n) {                        \
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0 ? 0 : x[i];                        \
+    }                                                                                      \
+    static void tanh_fwd_##S(T *y, const T *x, int64_t n) {                                \
+        for (int64_t i = 0; i < n; i++) y[i] = tanh(x[i]);                                 \
+    }                                                                                      \
+    static void gelu_fwd_##S(T *y, const T *x, int64_t n) {                                \
+        for (int64_t i = 0; i < n; i++)                                                    \
+            y[i] = (T)0.5 * x[i] * (1 + erf(x[i] * (T)M_SQRT1_2));                         \
+    }
+CPU_FOR_FLOAT_TYPES(DEF_ACT_FWD)
+
+/* ReLU's gradient gates on the output like PyTorch's threshold_backward
+ * (zero where y <= 0); tanh's uses the output too (1 - y^2); GELU's needs x. */
+#define DEF_ACT_BWD(T, S)                                                                  \
+    static CPU_HOT void relu_bwd_##S(T *dx, const T *dy, const T *y, int64_t n, T beta) {  \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            T d = dy[i], out = y[i]; /* unconditional loads: SSE2 has no masked ones */    \
+            T g = out <= 0 ? 0 : d;                                                        \
+            dx[i] = beta == 0 ? g : beta * dx[i] + g;                                      \
+        }                                                                                  \
+    }                                                                                      \
+    static CPU_HOT void tanh_bwd_##S(T *dx, const T *dy, const T *y, int64_t n, T beta) {  \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            T g = dy[i] * (1 - y[i] * y[i]);                                               \
+            dx[i] = beta == 0 ? g : beta * dx[i] + g;                                      \
+        }                                                                                  \
+    }                                                                                      \
+    static void gelu_bwd_##S(T *dx, const T *dy, const T *x, int64_t n, T beta) {          \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            T v = x[i];                                                                    \
+            T cdf = (T)0.5 * (1 + erf(v * (T)M_SQRT1_2));                                  \
+            T pdf = (T)INV_SQRT_2PI * exp((T)-0.5 * v * v);                                \
+            T g = dy[i] * (cdf + v * pdf);                                                 \
+            dx[i] = beta == 0 ? g : beta * dx[i] + g;                                      \
+        }                                                                                  \
+    }                                                                                      \
+    static void act_fwd_##S(lt_ctx *ctx, lt_act f, T *y, const T *x, int64_t n) {          \
+        switch (f) {                                                                       \
+        case LT_ACT_RELU: relu_fwd_##S(y, x, n); break;                                    \
+        case LT_ACT_TANH: tanh_fwd_##S(y, x, n); break;                                    \
+        case LT_ACT_GELU: gelu_fwd_##S(y, x, n); break;                                    \
+        default: cpu_fail(ctx, LT_ERR_INVALID, "cpu act_fwd: unknown activation %d", (int)f); \
+        }                                                                                  \
+    }                                                                                      \
+    static void act_bwd_##S(lt_ctx *ctx, lt_act f, T *dx, const T *dy, const T *x,         \
+                            const T *y, int64_t n, T beta) {                               \
+        switch (f) {                                                                       \
+        case LT_ACT_RELU: relu_bwd_##S(dx, dy, y, n, beta); break;                         \
+        case LT_ACT_TANH: tanh_bwd_##S(dx, dy, y, n, beta); break;                         \
+        case LT_ACT_GELU: gelu_bwd_##S(dx, dy, x, n, beta); break;                         \
+        default: cpu_fail(ctx, LT_ERR_INVALID, "cpu act_bwd: unknown activation %d", (int)f); \
+        }                                                                                  \
+    }
+CPU_FOR_FLOAT_TYPES(DEF_ACT_BWD)
+
+void cpu_act_fwd(lt_ctx *ctx, lt_dtype t, lt_act f, void *y, const void *x, int64_t n) {
+    CPU_DISPATCH(ctx, "act_fwd", t, act_fwd, ctx, f, y, x, n);
+}
+
+void cpu_act_bwd(lt_ctx *ctx, lt_dtype t, lt_act f, void *dx, const void *dy, const void *x,
+                 const void *y, int64_t n, double beta) {
+    CPU_DISPATCH(ctx, "act_bwd", t, act_bwd, ctx, f, dx, dy, x, y, n, beta);
+}
+
+/* ---- dropout --------------------------------------------------------------- */
+
+/* Element i is kept iff its 53 random bits reach ceil(p * 2^53) (rng.h);
+ * p * 2^53 is exact in double, so the threshold is the same everywhere. */
+static uint64_t keep_threshold(double p) { return (uint64_t)ceil(p * 0x1p53); }
+
+#define DEF_DROPOUT(T, S)                                                                  \
+    static CPU_HOT void dropout_fwd_##S(T *y, uint8_t *restrict mask, const T *x, int64_t n, \
+                                        uint64_t thr, T scale, uint64_t key, uint64_t off) { \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            uint8_t keep = (cpu_rng_bits(key, off + (uint64_t)i) >> 11) >= thr;            \
+            mask[i] = keep;                                                                \
+            y[i] = keep ? x[i] * scale : 0;                                                \
+        }                                                                                  \
+    }                                                                                      \
+    static CPU_HOT void dropout_bwd_##S(T *dx, const T *dy, const uint8_t *restrict mask,  \
+                                        int64_t n, T scale, T beta) {                      \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            T d = dy[i];                                                                   \
+            T g = mask[i] ? d * scale : 0;                                                 \
+            dx[i] = beta == 0 ? g : beta * dx[i] + g;                                      \
+        }                                                                                  \
+    }
+CPU_FOR_FLOAT_TYPES(DEF_DROPOUT)
+
+static bool dropout_p_ok(lt_ctx *ctx, double p) {
+    if (p >= 0 && p <= 1) return true;
+    cpu_fail(ctx, LT_ERR_INVALID, "cpu dropout: p = %g is outside [0, 1]", p);
+    return false;
+}
+
+/* 1 / (1 - p); 0 for p == 1, where nothing is kept (PyTorch returns zeros). */
+static double keep_scale(double p) { return p < 1 ? 1 / (1 - p) : 0; }
+
+void cpu_dropout_fwd(lt_ctx *ctx, lt_dtype t, void *y, uint8_t *mask, const void *x, int64_t n,
+                     double p, uint64_t seed, uint64_t offset) {
+    if (!dropout_p_ok(ctx, p)) return;
+    CPU_DISPATCH(ctx, "dropout_fwd", t, dropout_fwd, y, mask, x, n, keep_threshold(p),
+                 keep_scale(p), cpu_rng_key(seed), offset);
+}
+
+void cpu_dropout_bwd(lt_ctx *ctx, lt_dtype t, void *dx, const void *dy, const uint8_t *mask,
+                     int64_t n, double p, double beta) {
+    if (!dropout_p_ok(ctx, p)) return;
+    CPU_DISPATCH(ctx, "dropout_bwd", t, dropout_bwd, dx, dy, mask, n, keep_scale(p), beta);
+}

@@ -1,0 +1,73 @@
+/* rand_fill: uniform and normal numbers from the counter-based generator in
+ * rng.h. Values are computed in double from (seed, offset + i) alone, then
+ * rounded to the dtype, so f32 and f64 fills of one (seed, offset) agree and
+ * any split of a buffer into calls gives the same numbers. */
+#include <tgmath.h>
+#include "cpu_internal.h"
+#include "rng.h"
+
+/* Uniform [lo, hi): a double in [lo, hi) can still round up to hi in the
+ * dtype; such a value is moved to the largest one below hi. */
+#define DEF_UNIFORM(T, S)                                                                  \
+    static void uniform_##S(T *restrict x, int64_t n, double lo, double hi, uint64_t key,  \
+                            uint64_t off) {                                                \
+        const double width = hi - lo;                                                      \
+        const T top = (T)hi;                                                               \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            T v = (T)(lo + width * cpu_rng_u53(key, off + (uint64_t)i));                   \
+            x[i] = v >= top && hi > lo ? nextafter(top, (T)lo) : v;                        \
+        }                                                                                  \
+    }
+CPU_FOR_FLOAT_TYPES(DEF_UNIFORM)
+
+/* Box-Muller on the pair of counters (2j, 2j + 1); 1 - u keeps log() off 0. */
+static void normal_pair(uint64_t key, uint64_t j, double *z0, double *z1) {
+    double u1 = 1 - cpu_rng_u53(key, 2 * j), u2 = cpu_rng_u53(key, 2 * j + 1);
+    double r = sqrt(-2 * log(u1)), theta = 2 * M_PI * u2;
+    *z0 = r * cos(theta);
+    *z1 = r * sin(theta);
+}
+
+/* Counter c takes the cosine half of pair c / 2 when even, the sine half
+ * when odd; an odd offset or an odd end uses half a pair. */
+#define DEF_NORMAL(T, S)                                                                   \
+    static void normal_##S(T *restrict x, int64_t n, double mean, double sd, uint64_t key, \
+                           uint64_t off) {                                                 \
+        double z0, z1;                                                                     \
+        int64_t i = 0;                                                                     \
+        if (n > 0 && (off & 1)) {                                                          \
+            normal_pair(key, off >> 1, &z0, &z1);                                          \
+            x[i++] = (T)(mean + sd * z1);                                                  \
+        }                                                                                  \
+        for (; i + 1 < n; i += 2) {                                                        \
+            normal_pair(key, (off + (uint64_t)i) >> 1, &z0, &z1);                          \
+            x[i] = (T)(mean + sd * z0);                                                    \
+            x[i + 1] = (T)(mean + sd * z1);                                                \
+        }                                                                                  \
+        if (i < n) {                                                                       \
+            normal_pair(key, (off + (uint64_t)i) >> 1, &z0, &z1);                          \
+            x[i] = (T)(mean + sd * z0);                                                    \
+        }                                                                                  \
+    }
+CPU_FOR_FLOAT_TYPES(DEF_NORMAL)
+
+void cpu_rand_fill(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, lt_rand_dist dist, double a,
+                   double b, uint64_t seed, uint64_t offset) {
+    uint64_t key = cpu_rng_key(seed);
+    if (dist == LT_RAND_UNIFORM) {
+        if (!(a <= b)) {
+            cpu_fail(ctx, LT_ERR_INVALID, "cpu rand_fill: uniform needs a <= b (got [%g, %g))", a,
+                     b);
+            return;
+        }
+        CPU_DISPATCH(ctx, "rand_fill", t, uniform, x, n, a, b, key, offset);
+    } else if (dist == LT_RAND_NORMAL) {
+        if (!(b >= 0)) {
+            cpu_fail(ctx, LT_ERR_INVALID, "cpu rand_fill: normal needs std >= 0 (got %g)", b);
+            return;
+        }
+        CPU_DISPATCH(ctx, "rand_fill", t, normal, x, n, a, b, key, offset);
+    } else {
+        cpu_fail(ctx, LT_ERR_INVALID, "cpu rand_fill: unknown distribution %d", (int)dist);
+    }
+}

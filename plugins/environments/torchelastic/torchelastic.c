@@ -1,0 +1,116 @@
+/* The `torchelastic` environment, like Lightning's TorchElasticEnvironment:
+ * torchrun started one process per rank and told each where it stands.
+ * torchrun always sets these variables, so a missing one means the process was
+ * not started by torchrun (or by a broken imitation): an error, not a default.
+ * GROUP_RANK alone defaults to 0, as in Lightning. */
+#include "env_read.h"
+
+#define FIX " (torchrun sets it for every worker); start this program with torchrun, " \
+            "or choose another environment"
+#define FIX_WORLD "WORLD_SIZE must be the total number of workers" FIX
+#define FIX_RANK "RANK must be this worker's rank, 0..WORLD_SIZE-1" FIX
+#define FIX_LOCAL "LOCAL_RANK must be this worker's index on its node" FIX
+#define FIX_LOCAL_WORLD "LOCAL_WORLD_SIZE must be the number of workers on this node" FIX
+#define FIX_NODE "GROUP_RANK must be this node's index" FIX
+#define FIX_NODES "GROUP_WORLD_SIZE must be the number of nodes" FIX
+#define FIX_ADDR "MASTER_ADDR must name rank 0's host" FIX
+
+/* Above slurm and mpi: torchrun is the innermost launcher when it runs inside
+ * an allocation (srun torchrun ...), and there SLURM_PROCID is the node's task
+ * rank, not the worker's; the variables torchrun set are the right ones. */
+enum { TORCHELASTIC_SCORE = 30 };
+
+static lt_status score(lt_ctx *ctx, int *out) {
+    (void)ctx;
+    *out = env_has("TORCHELASTIC_RUN_ID") ? TORCHELASTIC_SCORE : 0;
+    return LT_OK;
+}
+
+static lt_status creates_processes_externally(lt_ctx *ctx, bool *out) {
+    (void)ctx;
+    *out = true;
+    return LT_OK;
+}
+
+static lt_status main_address(lt_ctx *ctx, char *buf, size_t len) {
+    const char *addr = getenv("MASTER_ADDR");
+    if (!addr) {
+        lt_set_error(ctx, "MASTER_ADDR is not set; " FIX_ADDR);
+        return LT_ERR_INVALID;
+    }
+    return env_copy_host(ctx, "MASTER_ADDR", addr, buf, len, FIX_ADDR);
+}
+
+static lt_status main_port(lt_ctx *ctx, int *out) {
+    return env_int(ctx, "MASTER_PORT", 1, 65535, ENV_REQUIRED,
+                   "MASTER_PORT must be the rendezvous port" FIX, out);
+}
+
+static lt_status world_size(lt_ctx *ctx, int *out) {
+    return env_int(ctx, "WORLD_SIZE", 1, INT_MAX, ENV_REQUIRED, FIX_WORLD, out);
+}
+
+static lt_status global_rank(lt_ctx *ctx, int *out) {
+    int world, rank;
+    LT_CHECK(world_size(ctx, &world));
+    LT_CHECK(env_int(ctx, "RANK", 0, INT_MAX, ENV_REQUIRED, FIX_RANK, &rank));
+    LT_CHECK(env_below(ctx, "RANK", rank, "WORLD_SIZE", world, FIX_RANK));
+    *out = rank;
+    return LT_OK;
+}
+
+/* LOCAL_WORLD_SIZE; torchrun before 1.9 did not set it, so fall back to the
+ * world divided by the number of nodes (GROUP_WORLD_SIZE, default 1). */
+static lt_status local_world_size(lt_ctx *ctx, int *out) {
+    int world, nodes;
+    LT_CHECK(world_size(ctx, &world));
+    if (env_has("LOCAL_WORLD_SIZE"))
+        return env_int(ctx, "LOCAL_WORLD_SIZE", 1, world, ENV_REQUIRED, FIX_LOCAL_WORLD, out);
+    LT_CHECK(env_int(ctx, "GROUP_WORLD_SIZE", 1, world, 1, FIX_NODES, &nodes));
+    if (world % nodes != 0) {
+        lt_set_error(ctx, "WORLD_SIZE=%d is not a multiple of GROUP_WORLD_SIZE=%d; " FIX_LOCAL_WORLD,
+                     world, nodes);
+        return LT_ERR_INVALID;
+    }
+    *out = world / nodes;
+    return LT_OK;
+}
+
+static lt_status local_rank(lt_ctx *ctx, int *out) {
+    int local, local_world;
+    LT_CHECK(env_int(ctx, "LOCAL_RANK", 0, INT_MAX, ENV_REQUIRED, FIX_LOCAL, &local));
+    LT_CHECK(local_world_size(ctx, &local_world));
+    LT_CHECK(env_below(ctx, "LOCAL_RANK", local, "LOCAL_WORLD_SIZE", local_world, FIX_LOCAL));
+    *out = local;
+    return LT_OK;
+}
+
+static lt_status node_rank(lt_ctx *ctx, int *out) {
+    int node;
+    LT_CHECK(env_int(ctx, "GROUP_RANK", 0, INT_MAX, 0, FIX_NODE, &node));
+    if (env_has("GROUP_WORLD_SIZE")) {
+        int nodes;
+        LT_CHECK(env_int(ctx, "GROUP_WORLD_SIZE", 1, INT_MAX, ENV_REQUIRED, FIX_NODES, &nodes));
+        LT_CHECK(env_below(ctx, "GROUP_RANK", node, "GROUP_WORLD_SIZE", nodes, FIX_NODE));
+    }
+    *out = node;
+    return LT_OK;
+}
+
+static const lt_environment_desc torchelastic_env = {
+    LT_HEADER(LT_KIND_ENVIRONMENT, lt_environment_desc, "torchelastic", NULL, "1.0.0",
+              "torchrun / torchelastic workers (TORCHELASTIC_RUN_ID, RANK, LOCAL_RANK, GROUP_RANK, "
+              "WORLD_SIZE, MASTER_ADDR/PORT)",
+              NULL, NULL),
+    .score = score,
+    .creates_processes_externally = creates_processes_externally,
+    .main_address = main_address,
+    .main_port = main_port,
+    .world_size = world_size,
+    .global_rank = global_rank,
+    .local_rank = local_rank,
+    .node_rank = node_rank,
+    .local_world_size = local_world_size,
+};
+
+LT_PLUGIN_EXPORT(&torchelastic_env.hdr)
