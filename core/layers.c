@@ -74,9 +74,10 @@ static void linear_bwd(lt_step *s, lt_node *n, double seed) {
             K(s)->sum_rows(KC(s), y->dtype, g, y->grad, rows, l->out, beta);
         }
     }
-    /* Report the parameters first so their reduction overlaps dx. */
-    lt_param_grad_done(s, w->param);
+    /* Report the parameters first so their reduction overlaps dx; bias
+     * before weight: ranges must arrive in reverse registration order. */
     if (b) lt_param_grad_done(s, b->param);
+    lt_param_grad_done(s, w->param);
     if (x->requires_grad && y->grad) {
         double beta = lt_grad_target(s, x, &g);
         if (!g) return;

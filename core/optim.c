@@ -16,6 +16,7 @@ lt_status lt_optim_validate(const lt_optim_config *c, char *err, size_t errlen) 
         return LT_ERR_INVALID;
     }
     if (!(c->weight_decay >= 0)) { snprintf(err, errlen, "optimizer.weight_decay = %g must be >= 0", c->weight_decay); return LT_ERR_INVALID; }
+    if (!strcasecmp(c->name, "adamw") && !(c->eps >= 0)) { snprintf(err, errlen, "optimizer.eps = %g must be >= 0", c->eps); return LT_ERR_INVALID; }
     if (!(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1)) {
         snprintf(err, errlen, "optimizer.beta1/beta2 = %g/%g must be in [0, 1)", c->beta1, c->beta2);
         return LT_ERR_INVALID;

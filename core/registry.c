@@ -127,7 +127,8 @@ void lt_registry_add_default_dirs(lt_registry *r) {
 lt_status lt_registry_load(lt_registry *r, lt_kind kind, const char *spec,
                            const lt_plugin_header **out, char *err, size_t errlen) {
     if (!r || !spec || !*spec || !out) {
-        registry_err(err, errlen, "lt_registry_load: registry, plugin name and output are required");
+        registry_err(err, errlen,
+                     "lt_registry_load: registry, plugin name and output are required");
         return LT_ERR_INVALID;
     }
     if (!lt_kind_name(kind)) {

@@ -139,11 +139,13 @@ lt_status registry_select(const registry_target *t, const lt_plugin_header *cons
                      "LT_PLUGIN_EXPORT(...)", kind, t->label, t->path, LT_PLUGIN_ENTRY_SYMBOL);
         return LT_ERR_ABI;
     }
-    for (size_t i = 0; list[i]; i++)
-        if (list[i]->kind == (uint32_t)t->kind && (!t->want[0] || !strcasecmp(list[i]->name, t->want))) {
+    for (size_t i = 0; list[i]; i++) {
+        bool named = !t->want[0] || !strcasecmp(list[i]->name, t->want);
+        if (list[i]->kind == (uint32_t)t->kind && named) {
             *out = list[i];
             return LT_OK;
         }
+    }
     char held[1024];
     holdings(list, held, sizeof held);
     if (t->want[0])

@@ -194,10 +194,12 @@ static lt_status not_found(lt_registry *r, lt_kind kind, const char *spec, const
     char dirs[2048], name[128], near[128], hint[200] = "";
     uint32_t k;
     dir_list(r, dirs, sizeof dirs);
-    if (!registry_parse_file_name(file, &k, name, sizeof name)) registry_lower(name, spec, sizeof name);
+    if (!registry_parse_file_name(file, &k, name, sizeof name))
+        registry_lower(name, spec, sizeof name);
     if (suggest(r, kind, name, near, sizeof near))
         snprintf(hint, sizeof hint, "; did you mean '%s'?", near);
-    registry_err(err, errlen, "%s '%s' not found; looked in: %s (as %s)%s (ltrun --list-plugins shows what is installed)",
+    registry_err(err, errlen, "%s '%s' not found; looked in: %s (as %s)%s "
+                 "(ltrun --list-plugins shows what is installed)",
                  lt_kind_name(kind), spec, dirs, file, hint);
     return LT_ERR_NOT_FOUND;
 }
@@ -244,6 +246,11 @@ lt_status registry_locate(lt_registry *r, lt_kind kind, const char *spec, regist
     if (strchr(spec, '/')) return locate_path(t, spec, err, errlen);
     if (ends_with_so(spec)) return locate_in_dirs(r, t, spec, spec, err, errlen);
     char lower[128], file[256];
+    if (strlen(spec) >= sizeof lower) {
+        registry_err(err, errlen, "%s name too long (%zu characters): %.32s...; plugin names "
+                     "have at most %zu", lt_kind_name(kind), strlen(spec), spec, sizeof lower - 1);
+        return LT_ERR_INVALID;
+    }
     registry_lower(lower, spec, sizeof lower);
     snprintf(file, sizeof file, FILE_PREFIX "%s-%s" FILE_SUFFIX, lt_kind_name(kind), lower);
     LT_CHECK(locate_in_dirs(r, t, spec, file, err, errlen));

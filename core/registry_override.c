@@ -61,13 +61,15 @@ static lt_status load_symbol(const char *what, const char *path, const char *sym
 lt_status lt_registry_override_hook(lt_registry *r, lt_kind kind, const lt_plugin_header *table,
                                     const char *hook, const char *spec,
                                     const lt_plugin_header **out, char *err, size_t errlen) {
-    if (!r || !table || !hook || !spec || !out || !lt_kind_name(kind) || table->kind != (uint32_t)kind) {
+    if (!r || !table || !hook || !spec || !out || !lt_kind_name(kind) ||
+        table->kind != (uint32_t)kind) {
         registry_err(err, errlen, "lt_registry_override_hook: needs a resolved %s table, a hook "
                      "and path:symbol", lt_kind_name(kind) ? lt_kind_name(kind) : "plugin");
         return LT_ERR_INVALID;
     }
     char what[512], path[PATH_MAX], sym[256];
-    snprintf(what, sizeof what, "%s '%s' hook %s = %s", lt_kind_name(kind), table->name, hook, spec);
+    snprintf(what, sizeof what, "%s '%s' hook %s = %s", lt_kind_name(kind), table->name, hook,
+             spec);
     const lt_hook_info *info = find_hook(kind, hook, err, errlen);
     if (!info) return LT_ERR_INVALID;
     if (split_spec(spec, path, sizeof path, sym, sizeof sym) != LT_OK) {

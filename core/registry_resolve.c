@@ -40,7 +40,8 @@ static lt_status remember(lt_registry *r, uint32_t kind, const char *name, const
 
 static lt_status check_cycle(lt_registry *r, const lt_plugin_header *d, char *err, size_t errlen) {
     size_t i = 0;
-    while (i < r->nloading && !(r->loading[i].kind == d->kind && !strcasecmp(r->loading[i].name, d->name)))
+    while (i < r->nloading &&
+           !(r->loading[i].kind == d->kind && !strcasecmp(r->loading[i].name, d->name)))
         i++;
     if (i == r->nloading) return LT_OK;
     char chain[1024];
@@ -62,17 +63,20 @@ static lt_status load_base(lt_registry *r, const registry_target *t, const lt_pl
     l->kind = d->kind;
     snprintf(l->name, sizeof l->name, "%s", d->name);
     snprintf(l->path, sizeof l->path, "%s", t->path);
-    char inner[2048];
+    char inner[2048] = "";
     lt_status st = lt_registry_load(r, (lt_kind)d->kind, d->base, base, inner, sizeof inner);
     r->nloading--;
-    if (st == LT_OK || r->cycle_reported) {
+    if (st == LT_OK) return LT_OK;
+    if (r->cycle_reported) { /* the chain already names every file */
         registry_err(err, errlen, "%s", inner);
         return st;
     }
-    registry_err(err, errlen, "%s '%s' (%s): cannot load its base '%s': %s%s%s",
-                 lt_kind_name(d->kind), d->name, t->path, d->base, inner,
-                 st == LT_ERR_NOT_FOUND ? "; or set .base to an installed " : "",
-                 st == LT_ERR_NOT_FOUND ? lt_kind_name(d->kind) : "");
+    char fix[128] = "";
+    if (st == LT_ERR_NOT_FOUND)
+        snprintf(fix, sizeof fix, " (install it, or set .base to an installed %s)",
+                 lt_kind_name(d->kind));
+    registry_err(err, errlen, "%s '%s' (%s): cannot load its base '%s'%s: %s",
+                 lt_kind_name(d->kind), d->name, t->path, d->base, fix, inner);
     return st;
 }
 
@@ -164,7 +168,8 @@ static lt_status build(lt_registry *r, const registry_target *t, const lt_plugin
         LT_CHECK(load_base(r, t, d, base, err, errlen));
         overlay_hooks(table, *base);
         if (merge_params(r, table, (*base)->params) != LT_OK) {
-            registry_err(err, errlen, "out of memory resolving %s '%s'", lt_kind_name(d->kind), d->name);
+            registry_err(err, errlen, "out of memory resolving %s '%s'", lt_kind_name(d->kind),
+                         d->name);
             return LT_ERR_NOMEM;
         }
     }

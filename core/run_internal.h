@@ -13,6 +13,7 @@
 #include "nn_internal.h"
 #include "metrics.h"
 #include "optim.h"
+#include "launch.h"
 
 typedef struct lt_plugin {
     const lt_plugin_header *desc; /* resolved table */
@@ -60,6 +61,7 @@ struct lt_run {
     int64_t global_step;    /* optimizer steps taken */
     int64_t batch_in_epoch; /* batches consumed in the current epoch (resume) */
     lt_metrics metrics;
+    lt_status_slot *status_slot; /* progress for ltrun, or NULL */
     char error[2048];
 };
 

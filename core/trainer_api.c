@@ -58,6 +58,7 @@ void lt_trainer_free(lt_trainer *t) {
     if (r->accel_ready) LT_ACC(r)->teardown(&r->accel.ctx);
     if (r->store) lt_store_close(r->store);
     lt_metrics_free(&r->metrics);
+    free(t->spawn_params);
     if (r->registry) lt_registry_free(r->registry);
     if (r->config) lt_config_free(r->config);
     free(t);

@@ -101,6 +101,10 @@ static lt_status optimizer_step(lt_trainer *t) {
     st = LT_STRAT(r)->after_optimizer_step(&r->strategy.ctx, r);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "after_optimizer_step", st);
     r->global_step++;
+    if (r->status_slot) {
+        r->status_slot->global_step = r->global_step;
+        r->status_slot->epoch = r->epoch;
+    }
     return LT_OK;
 }
 
@@ -205,6 +209,7 @@ static lt_status run_fit(lt_trainer *t) {
     r->optim.steps_per_epoch = limit_batches(lt_loader_num_batches(t->train_loader), t->limit_train) / r->accumulate;
     if (r->optim.steps_per_epoch < 1) r->optim.steps_per_epoch = 1;
     r->optim.total_steps = t->max_steps >= 0 ? t->max_steps : r->optim.steps_per_epoch * t->max_epochs;
+    if (r->status_slot) r->status_slot->phase = LT_PHASE_TRAIN;
     lt_status st = LT_STRAT(r)->on_train_start(&r->strategy.ctx, r);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "on_train_start", st);
     if (t->num_sanity_val > 0 && r->global_step == 0)
@@ -236,7 +241,13 @@ static lt_status run_fit(lt_trainer *t) {
 
 lt_status lt_trainer_fit(lt_trainer *t) {
     lt_run *r = &t->run;
+    if (r->launch == LT_LAUNCH_SPAWN && !t->in_spawn_child) {
+        bool external = false;
+        LT_ENV(r)->creates_processes_externally(&r->env.ctx, &external);
+        if (!external) return lt_trainer_fit_spawn(t);
+    }
     lt_status st = run_fit(t);
+    if (r->status_slot) r->status_slot->phase = st == LT_OK ? LT_PHASE_DONE : LT_PHASE_FAILED;
     if (r->strategy.loaded && t->worker_ready) {
         lt_status s2 = LT_STRAT(r)->on_train_end(&r->strategy.ctx, r);
         if (st == LT_OK && s2 != LT_OK) st = lt_run_hook_failed(r, &r->strategy, "on_train_end", s2);

@@ -9,6 +9,10 @@ struct lt_trainer {
     lt_run run;
     char summary[2048];
     bool worker_ready;       /* setup_worker ran */
+    bool data_open;
+    double *spawn_params;    /* ddp_spawn: rank 0's final parameters */
+    size_t spawn_nparams;
+    bool in_spawn_child;     /* a worker forked by lt_trainer_fit_spawn */
     bool fit_done;
     lt_dataset train_ds, val_ds, test_ds;
     lt_dataset train_base;   /* owner of the train/val views */
@@ -33,6 +37,10 @@ struct lt_trainer {
 
 /* trainer_setup.c */
 lt_status lt_trainer_setup_worker(lt_trainer *t);
+lt_status lt_trainer_open_data(lt_trainer *t);
+lt_status lt_trainer_read_loop_config(lt_trainer *t);
+/* spawn.c: ddp_spawn's fit in the launching process. */
+lt_status lt_trainer_fit_spawn(lt_trainer *t);
 /* trainer_fit.c */
 lt_status lt_trainer_eval_loop(lt_trainer *t, int stage, lt_loader *l, double limit, bool sanity);
 /* checkpoint.c */

@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <unistd.h>
 #include "trainer_internal.h"
+#include "launch.h"
 
 extern char **environ;
 
@@ -317,4 +318,49 @@ const char *lt_trainer_error(const lt_trainer *t) { return t->run.error; }
 
 void lt_trainer_print_config(const lt_trainer *t, void *file) {
     lt_config_print(t->run.config, file ? (FILE *)file : stdout);
+}
+
+lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out) {
+    const lt_run *r = &t->run;
+    memset(out, 0, sizeof *out);
+    bool external = false;
+    lt_ctx c = r->env.ctx;
+    lt_status st = LT_ENV(r)->creates_processes_externally(&c, &external);
+    if (st != LT_OK) return st;
+    out->spawn = r->launch == LT_LAUNCH_SPAWN && !external;
+    out->launch = r->launch == LT_LAUNCH_SUBPROCESS && !external;
+    out->nproc_per_node = r->devices.count;
+    int64_t v = 1;
+    lt_config_int(r->config, "trainer", "num_nodes", &v, NULL, 0);
+    out->num_nodes = (int)v;
+    v = 0;
+    lt_config_int(r->config, "launcher", "node_rank", &v, NULL, 0);
+    out->node_rank = (int)v;
+    v = 0;
+    lt_config_int(r->config, "launcher", "master_port", &v, NULL, 0);
+    out->master_port = (int)v;
+    v = 0;
+    lt_config_int(r->config, "launcher", "max_restarts", &v, NULL, 0);
+    out->max_restarts = (int)v;
+    v = 300;
+    lt_config_int(r->config, "launcher", "rdzv_timeout_s", &v, NULL, 0);
+    out->rdzv_timeout_s = (int)v;
+    snprintf(out->master_addr, sizeof out->master_addr, "%s", cfg(r, "launcher", "master_addr"));
+    snprintf(out->seed, sizeof out->seed, "%s", cfg(r, "trainer", "seed"));
+    const char *dirpath = cfg(r, "checkpoint", "dirpath");
+    if (*dirpath) snprintf(out->ckpt_dir, sizeof out->ckpt_dir, "%s", dirpath);
+    else snprintf(out->ckpt_dir, sizeof out->ckpt_dir, "%.900s/checkpoints", cfg(r, "trainer", "default_root_dir"));
+    if (out->num_nodes < 1) {
+        lt_set_error(NULL, "trainer.num_nodes = %d must be >= 1", out->num_nodes);
+        return LT_ERR_INVALID;
+    }
+    if (out->node_rank < 0 || out->node_rank >= out->num_nodes) {
+        lt_set_error(NULL, "launcher.node_rank = %d must be in [0, %d) (num_nodes = %d)", out->node_rank, out->num_nodes, out->num_nodes);
+        return LT_ERR_INVALID;
+    }
+    if (out->master_port == 0 && out->num_nodes > 1) {
+        lt_set_error(NULL, "several nodes need an agreed port: set --master-port (launcher.master_port) on every node");
+        return LT_ERR_INVALID;
+    }
+    return LT_OK;
 }

@@ -231,8 +231,11 @@ static lt_status make_loader(lt_trainer *t, const lt_dataset *ds, int64_t batch,
     return LT_OK;
 }
 
-static lt_status setup_data(lt_trainer *t) {
+/* Opens the datasets once per process: ddp_spawn opens them before forking so
+ * the workers share the pages. */
+lt_status lt_trainer_open_data(lt_trainer *t) {
     lt_run *r = &t->run;
+    if (t->data_open) return LT_OK;
     lt_dataset train = {0}, val = {0};
     if (LT_MOD(r)->setup_data) {
         lt_status st = LT_MOD(r)->setup_data(&r->module.ctx, LT_STAGE_FIT, &train, &val);
@@ -241,28 +244,33 @@ static lt_status setup_data(lt_trainer *t) {
     char err[1024], img[1200], lab[1200];
     const char *dir = cfg(r, "data", "dir");
     double mean = cfg_float(r, "data", "normalize_mean"), std = cfg_float(r, "data", "normalize_std");
-    if (!train.iface) {
-        snprintf(img, sizeof img, "%s/train-images-idx3-ubyte.gz", dir);
-        snprintf(lab, sizeof lab, "%s/train-labels-idx1-ubyte.gz", dir);
-        lt_status st = lt_idx_dataset_open(img, lab, mean, std, &t->train_base, err, sizeof err);
-        if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s (%s): %s", dir, lt_config_origin(r->config, "data", "dir"), err);
-        int64_t n = t->train_base.iface->length(t->train_base.self);
-        int64_t nval = cfg_int(r, "data", "val_split");
-        if (nval < 0 || nval >= n)
-            return lt_run_fail(r, LT_ERR_INVALID, "data.val_split = %lld must be in [0, %lld) (the training set has %lld samples)",
-                               (long long)nval, (long long)n, (long long)n);
-        lt_dataset_subset(&t->train_base, 0, n - nval, &t->train_ds);
-        if (nval > 0) lt_dataset_subset(&t->train_base, n - nval, nval, &t->val_ds);
-    } else {
+    if (train.iface) {
         t->train_ds = train;
         t->val_ds = val;
+        t->data_open = true;
+        return LT_OK;
     }
+    snprintf(img, sizeof img, "%s/train-images-idx3-ubyte.gz", dir);
+    snprintf(lab, sizeof lab, "%s/train-labels-idx1-ubyte.gz", dir);
+    lt_status st = lt_idx_dataset_open(img, lab, mean, std, &t->train_base, err, sizeof err);
+    if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s (%s): %s", dir, lt_config_origin(r->config, "data", "dir"), err);
+    int64_t n = t->train_base.iface->length(t->train_base.self);
+    int64_t nval = cfg_int(r, "data", "val_split");
+    if (nval < 0 || nval >= n)
+        return lt_run_fail(r, LT_ERR_INVALID, "data.val_split = %lld must be in [0, %lld) (the training set has %lld samples)",
+                           (long long)nval, (long long)n, (long long)n);
+    lt_dataset_subset(&t->train_base, 0, n - nval, &t->train_ds);
+    if (nval > 0) lt_dataset_subset(&t->train_base, n - nval, nval, &t->val_ds);
     snprintf(img, sizeof img, "%s/t10k-images-idx3-ubyte.gz", dir);
     snprintf(lab, sizeof lab, "%s/t10k-labels-idx1-ubyte.gz", dir);
-    if (!train.iface) {
-        lt_status st = lt_idx_dataset_open(img, lab, mean, std, &t->test_ds, err, sizeof err);
-        if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s: %s", dir, err);
-    }
+    st = lt_idx_dataset_open(img, lab, mean, std, &t->test_ds, err, sizeof err);
+    if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s: %s", dir, err);
+    t->data_open = true;
+    return LT_OK;
+}
+
+static lt_status setup_data(lt_trainer *t) {
+    LT_CHECK(lt_trainer_open_data(t));
     LT_CHECK(make_loader(t, &t->train_ds, t->batch_size, true, &t->train_loader));
     if (t->val_ds.iface) LT_CHECK(make_loader(t, &t->val_ds, t->val_batch_size, false, &t->val_loader));
     if (t->test_ds.iface) LT_CHECK(make_loader(t, &t->test_ds, t->val_batch_size, false, &t->test_loader));
@@ -280,7 +288,7 @@ static lt_status parse_limit(lt_run *r, const char *key, double *out) {
     return LT_OK;
 }
 
-static lt_status read_loop_config(lt_trainer *t) {
+lt_status lt_trainer_read_loop_config(lt_trainer *t) {
     lt_run *r = &t->run;
     t->batch_size = cfg_int(r, "data", "batch_size");
     t->val_batch_size = cfg_int(r, "data", "val_batch_size");
@@ -320,8 +328,10 @@ static lt_status read_loop_config(lt_trainer *t) {
 lt_status lt_trainer_setup_worker(lt_trainer *t) {
     if (t->worker_ready) return LT_OK;
     lt_run *r = &t->run;
-    LT_CHECK(read_loop_config(t));
+    LT_CHECK(lt_trainer_read_loop_config(t));
     LT_CHECK(lt_run_read_world(r));
+    r->status_slot = lt_status_slot_attach();
+    if (r->status_slot) r->status_slot->phase = LT_PHASE_SETUP;
     if (r->launch != LT_LAUNCH_NONE) lt_log_set_rank(r->world.global_rank);
     r->seed = choose_seed(t);
     lt_status st = LT_ACC(r)->setup(&r->accel.ctx, r->world.device);

@@ -4,19 +4,55 @@
  * after_optimizer_step are left to the core's defaults. */
 #include "tp.h"
 
-static lt_status launch_kind(lt_ctx *c, lt_launch_kind *out) { (void)c; *out = LT_LAUNCH_NONE; return LT_OK; }
-static lt_status setup_environment(lt_ctx *c, lt_run *r) { (void)c; TP_BUMP(r, 1000); return LT_OK; }
-static lt_status init_dist(lt_ctx *c, lt_run *r) { (void)c; TP_BUMP(r, 1); return LT_OK; }
-static lt_status configure_ddp(lt_ctx *c, lt_run *r) { (void)c; TP_BUMP(r, 2000); return LT_OK; }
-static lt_status on_train_end(lt_ctx *c, lt_run *r) { (void)c; TP_BUMP(r, 3000); return LT_OK; }
-static lt_status on_backward_start(lt_ctx *c, lt_run *r, bool sync) { (void)c; TP_BUMP(r, sync ? 4000 : 4001); return LT_OK; }
-static lt_status on_grad_ready(lt_ctx *c, lt_run *r, size_t off, size_t n, bool sync) { (void)c, (void)off, (void)n, (void)sync; TP_BUMP(r, 5000); return LT_OK; }
-static lt_status before_optimizer_step(lt_ctx *c, lt_run *r) { (void)c; TP_BUMP(r, 6000); return LT_OK; }
-static lt_status reduce(lt_ctx *c, lt_run *r, void *b, size_t n, lt_dtype t, lt_redop op) { (void)c, (void)b, (void)n, (void)t, (void)op; TP_BUMP(r, 7000); return LT_OK; }
-static lt_status all_gather(lt_ctx *c, lt_run *r, const void *s, void *d, size_t n, lt_dtype t) { (void)c, (void)s, (void)d, (void)n, (void)t; TP_BUMP(r, 8000); return LT_OK; }
-static lt_status broadcast(lt_ctx *c, lt_run *r, void *b, size_t n, lt_dtype t, int root) { (void)c, (void)b, (void)n, (void)t, (void)root; TP_BUMP(r, 9000); return LT_OK; }
-static lt_status barrier(lt_ctx *c, lt_run *r) { (void)c; TP_BUMP(r, 10000); return LT_OK; }
-static lt_status teardown(lt_ctx *c, lt_run *r) { (void)c; TP_BUMP(r, 11000); return LT_OK; }
+static lt_status launch_kind(lt_ctx *c, lt_launch_kind *out) {
+    (void)c;
+    *out = LT_LAUNCH_NONE;
+    return LT_OK;
+}
+
+#define RUN_HOOK(name, k)                                                                  \
+    static lt_status name(lt_ctx *c, lt_run *r) {                                          \
+        (void)c;                                                                           \
+        TP_BUMP(r, k);                                                                     \
+        return LT_OK;                                                                      \
+    }
+RUN_HOOK(setup_environment, 1000)
+RUN_HOOK(init_dist, 1)
+RUN_HOOK(configure_ddp, 2000)
+RUN_HOOK(on_train_end, 3000)
+RUN_HOOK(before_optimizer_step, 6000)
+RUN_HOOK(barrier, 10000)
+RUN_HOOK(teardown, 11000)
+
+static lt_status on_backward_start(lt_ctx *c, lt_run *r, bool sync) {
+    (void)c;
+    TP_BUMP(r, sync ? 4000 : 4001);
+    return LT_OK;
+}
+
+static lt_status on_grad_ready(lt_ctx *c, lt_run *r, size_t off, size_t n, bool sync) {
+    (void)c, (void)off, (void)n, (void)sync;
+    TP_BUMP(r, 5000);
+    return LT_OK;
+}
+
+static lt_status reduce(lt_ctx *c, lt_run *r, void *b, size_t n, lt_dtype t, lt_redop op) {
+    (void)c, (void)b, (void)n, (void)t, (void)op;
+    TP_BUMP(r, 7000);
+    return LT_OK;
+}
+
+static lt_status all_gather(lt_ctx *c, lt_run *r, const void *s, void *d, size_t n, lt_dtype t) {
+    (void)c, (void)s, (void)d, (void)n, (void)t;
+    TP_BUMP(r, 8000);
+    return LT_OK;
+}
+
+static lt_status broadcast(lt_ctx *c, lt_run *r, void *b, size_t n, lt_dtype t, int root) {
+    (void)c, (void)b, (void)n, (void)t, (void)root;
+    TP_BUMP(r, 9000);
+    return LT_OK;
+}
 
 static const lt_param_spec params[] = {
     {"bucket_cap_mb", LT_PARAM_INT, "25", "bucket size in MiB"},

@@ -3,7 +3,11 @@
  * alone. */
 #include "tp.h"
 
-static lt_status launch_kind(lt_ctx *c, lt_launch_kind *out) { (void)c; *out = LT_LAUNCH_NONE; return LT_OK; }
+static lt_status launch_kind(lt_ctx *c, lt_launch_kind *out) {
+    (void)c;
+    *out = LT_LAUNCH_NONE;
+    return LT_OK;
+}
 
 #define TP_BAD_MAGIC 1
 #define TP_ABI_MAJOR 2

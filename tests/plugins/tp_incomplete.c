@@ -1,8 +1,15 @@
 /* liblt-strategy-incomplete.so: no base and no configure_ddp. */
 #include "tp.h"
 
-static lt_status launch_kind(lt_ctx *c, lt_launch_kind *out) { (void)c; *out = LT_LAUNCH_NONE; return LT_OK; }
-static lt_status run_hook(lt_ctx *c, lt_run *r) { (void)c, (void)r; return LT_OK; }
+static lt_status launch_kind(lt_ctx *c, lt_launch_kind *out) {
+    (void)c;
+    *out = LT_LAUNCH_NONE;
+    return LT_OK;
+}
+static lt_status run_hook(lt_ctx *c, lt_run *r) {
+    (void)c, (void)r;
+    return LT_OK;
+}
 
 static const lt_strategy_desc incomplete = {
     LT_HEADER(LT_KIND_STRATEGY, lt_strategy_desc, "incomplete", NULL, "0.1", NULL, NULL, NULL),

@@ -3,9 +3,21 @@
  * struct_size; the loader must not read it. */
 #include "tp.h"
 
-static lt_status launch_kind(lt_ctx *c, lt_launch_kind *out) { (void)c; *out = LT_LAUNCH_SPAWN; return LT_OK; }
-static lt_status poison(lt_ctx *c, lt_run *r) { (void)c; TP_BUMP(r, -666); return LT_ERR_ABI; }
-static lt_status poison_sync(lt_ctx *c, lt_run *r, bool s) { (void)c, (void)s; TP_BUMP(r, -667); return LT_ERR_ABI; }
+static lt_status launch_kind(lt_ctx *c, lt_launch_kind *out) {
+    (void)c;
+    *out = LT_LAUNCH_SPAWN;
+    return LT_OK;
+}
+static lt_status poison(lt_ctx *c, lt_run *r) {
+    (void)c;
+    TP_BUMP(r, -666);
+    return LT_ERR_ABI;
+}
+static lt_status poison_sync(lt_ctx *c, lt_run *r, bool s) {
+    (void)c, (void)s;
+    TP_BUMP(r, -667);
+    return LT_ERR_ABI;
+}
 
 static const lt_strategy_desc old = {
     TP_HDR(LT_PLUGIN_MAGIC, LT_ABI_MAJOR, LT_ABI_MINOR, offsetof(lt_strategy_desc, on_train_start),

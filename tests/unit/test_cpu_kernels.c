@@ -25,7 +25,9 @@ static lt_ctx *C = &g_ctx;
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static void *buf_new(lt_dtype t, int64_t n) { return calloc((size_t)(n ? n : 1), lt_dtype_size(t)); }
+static void *buf_new(lt_dtype t, int64_t n) {
+    return calloc((size_t)(n ? n : 1), lt_dtype_size(t));
+}
 
 static void buf_set(lt_dtype t, void *b, int64_t i, double v) {
     if (t == LT_F32)
@@ -227,7 +229,8 @@ static void gemm_ref(bool ta, bool tb, int m, int n, int k, double alpha, const 
         for (int j = 0; j < n; j++) {
             double s = 0;
             for (int p = 0; p < k; p++)
-                s += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+                s += (ta ? a[p * lda + i] : a[i * lda + p]) *
+                     (tb ? b[j * ldb + p] : b[p * ldb + j]);
             c[i * ldc + j] = alpha * s + (beta == 0 ? 0 : beta * c[i * ldc + j]);
         }
 }
@@ -538,7 +541,8 @@ static void test_xent_bwd(void) {
             memcpy(xp, x, sizeof x);
             memcpy(xm, x, sizeof x);
             xp[i] += h, xm[i] -= h;
-            want[i] = (xent_loss(t, xp, labels, R, COLS) - xent_loss(t, xm, labels, R, COLS)) / (2 * h);
+            double lp = xent_loss(t, xp, labels, R, COLS), lm = xent_loss(t, xm, labels, R, COLS);
+            want[i] = (lp - lm) / (2 * h);
         }
         void *dx = buf_from(t, x, R * COLS), *probs = buf_new(t, R * COLS), *loss = buf_new(t, 1);
         void *dl = buf_new(t, R * COLS);

@@ -77,7 +77,8 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
         return LT_ERR_INVALID;
     }
     if (state_of(ctx)) {
-        lt_set_error(ctx, "cpu accelerator: setup called twice on one context; call teardown first");
+        lt_set_error(ctx,
+                     "cpu accelerator: setup called twice on one context; call teardown first");
         return LT_ERR_STATE;
     }
     cpu_state *s = calloc(1, sizeof *s);

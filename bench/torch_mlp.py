@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""PyTorch peer of bench/train_bench.c: the Fashion-MNIST MLP 784-512-512-10
+(ReLU), CrossEntropyLoss, SGD(lr=0.05, momentum=0.9), one thread.
+
+Run with Debian's interpreter (/usr/bin/python3, python3-torch 1.13), not a
+pyenv python3 on PATH:
+
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 bench/torch_mlp.py --batch 64,256,1024
+
+Data: the same gz IDX files lt reads (LT_FASHION_MNIST_DIR or
+/usr/share/datasets/fashion-mnist), normalised the same way
+((x/255 - 0.2860) / 0.3530), the first 55000 training images (lt holds out
+5000 for validation), pre-loaded as tensors; each epoch a fresh permutation,
+batches gathered by index, last incomplete batch dropped (lt runs drop_last
+too). After a warm-up of --warmup steps, --samples samples are timed with
+time.perf_counter(); prints one machine-readable line per batch size:
+
+    torch batch=64 samples_per_s=16123 step_ms=3.969 steps=1718 loss=0.4012
+"""
+import argparse
+import gzip
+import os
+import struct
+import sys
+import time
+
+# Before torch (and its OpenBLAS / OpenMP) load.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+TRAIN_SAMPLES = 55000
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic, n = struct.unpack(">II", data[:8])
+    if magic == 0x803:
+        rows, cols = struct.unpack(">II", data[8:16])
+        return np.frombuffer(data, dtype=np.uint8, offset=16).reshape(n, rows * cols)
+    if magic == 0x801:
+        return np.frombuffer(data, dtype=np.uint8, offset=8)
+    raise ValueError(f"{path}: bad IDX magic {magic:#x}")
+
+
+def load(data_dir):
+    x = read_idx(os.path.join(data_dir, "train-images-idx3-ubyte.gz"))[:TRAIN_SAMPLES]
+    y = read_idx(os.path.join(data_dir, "train-labels-idx1-ubyte.gz"))[:TRAIN_SAMPLES]
+    x = (x.astype(np.float32) / 255.0 - 0.2860) / 0.3530
+    return torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(y.astype(np.int64))
+
+
+def make_model():
+    return nn.Sequential(
+        nn.Linear(784, 512), nn.ReLU(),
+        nn.Linear(512, 512), nn.ReLU(),
+        nn.Linear(512, 10))
+
+
+def batches(n, batch, gen):
+    """Endless stream of index tensors: a fresh permutation per epoch, drop_last."""
+    while True:
+        perm = torch.randperm(n, generator=gen)
+        for i in range(0, n - batch + 1, batch):
+            yield perm[i:i + batch]
+
+
+def bench(x, y, batch, samples, warmup):
+    torch.manual_seed(42)
+    gen = torch.Generator().manual_seed(42)
+    model = make_model()
+    loss_fn = nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    stream = batches(x.shape[0], batch, gen)
+
+    def step(idx):
+        xb, yb = x[idx], y[idx]
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(warmup):
+        step(next(stream))
+    steps = max(1, samples // batch)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        loss = step(next(stream))
+    dt = time.perf_counter() - t0
+    return steps * batch / dt, dt / steps, steps, float(loss)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", default="64,256,1024", help="comma-separated batch sizes")
+    ap.add_argument("--samples", type=int, default=110000, help="timed samples per batch size")
+    ap.add_argument("--warmup", type=int, default=20, help="untimed steps first")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    data_dir = os.environ.get("LT_FASHION_MNIST_DIR") or "/usr/share/datasets/fashion-mnist"
+    x, y = load(data_dir)
+    print(f"# torch {torch.__version__} threads={torch.get_num_threads()} python={sys.executable} "
+          f"data={data_dir} samples={x.shape[0]}", flush=True)
+    for b in (int(s) for s in args.batch.split(",") if s):
+        sps, step_s, steps, loss = bench(x, y, b, args.samples, args.warmup)
+        print(f"torch batch={b} samples_per_s={sps:.0f} step_ms={step_s * 1e3:.4f} "
+              f"steps={steps} loss={loss:.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

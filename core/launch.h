@@ -1,0 +1,41 @@
+/* What ltrun needs to start and supervise workers, and the status slots
+ * through which workers tell it how far they got. */
+#ifndef LT_LAUNCH_H
+#define LT_LAUNCH_H
+
+#include "lt/trainer.h"
+
+typedef struct lt_launch_info {
+    bool launch;            /* start workers here: subprocess launch, not started externally */
+    bool spawn;             /* the strategy forks its workers itself (ddp_spawn) */
+    int nproc_per_node;     /* trainer.devices */
+    int num_nodes;          /* trainer.num_nodes */
+    int node_rank;          /* launcher.node_rank */
+    char master_addr[256];  /* launcher.master_addr */
+    int master_port;        /* launcher.master_port; 0 = pick a free port (one node only) */
+    int max_restarts;       /* launcher.max_restarts */
+    int rdzv_timeout_s;     /* launcher.rdzv_timeout_s */
+    char ckpt_dir[1024];    /* where last.safetensors goes (restarts resume from it) */
+    char seed[32];          /* trainer.seed or "" */
+} lt_launch_info;
+
+LT_API lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out);
+
+/* One 64-byte slot per local worker in a shared file whose descriptor the
+ * launcher passes as LT_STATUS_FD (slot = LOCAL_RANK). Workers store their
+ * progress with plain atomic writes; the launcher reads them to say where a
+ * failed rank was. */
+typedef struct lt_status_slot {
+    int64_t global_step;    /* optimizer steps done */
+    int64_t epoch;
+    int32_t pid;
+    int32_t phase;          /* LT_PHASE_* */
+    char pad[40];
+} lt_status_slot;
+
+enum { LT_PHASE_START = 0, LT_PHASE_SETUP = 1, LT_PHASE_TRAIN = 2, LT_PHASE_DONE = 3, LT_PHASE_FAILED = 4 };
+
+/* Worker side: maps the slot named by LT_STATUS_FD/LOCAL_RANK (NULL when not launched by ltrun). */
+LT_API lt_status_slot *lt_status_slot_attach(void);
+
+#endif

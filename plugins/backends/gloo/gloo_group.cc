@@ -1,0 +1,371 @@
+/* Group lifecycle, work queues, waits and abort (see gloo_group.h). */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <exception>
+
+#include <gloo/common/error.h>
+#include <gloo/common/logging.h>
+#include <gloo/rendezvous/context.h>
+
+#include "gloo_group.h"
+#include "gloo_store.h"
+
+namespace ltgloo {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/* gloo prefixes its messages with "[source.cc:123] "; users want the rest. */
+std::string strip_location(const char *what) {
+    std::string s = what ? what : "";
+    if (!s.empty() && s[0] == '[') {
+        size_t end = s.find("] ");
+        if (end != std::string::npos) s.erase(0, end + 2);
+    }
+    return s;
+}
+
+bool contains(const std::string &s, const char *needle) { return s.find(needle) != std::string::npos; }
+
+/* Turns what gloo threw into a status and a message that says what and why. */
+lt_status describe_failure(const Group &g, const Work &w, std::exception_ptr ep, std::string &err) {
+    std::string msg;
+    bool io = false;
+    try {
+        std::rethrow_exception(ep);
+    } catch (const gloo::IoException &e) {
+        msg = strip_location(e.what());
+        io = true;
+    } catch (const gloo::EnforceNotMet &e) {
+        msg = strip_location(e.what());
+    } catch (const std::bad_alloc &) {
+        err = w.label + ": out of memory";
+        return LT_ERR_NOMEM;
+    } catch (const std::exception &e) {
+        msg = strip_location(e.what());
+    } catch (...) {
+        msg = "unknown exception";
+    }
+    if (contains(msg, "Timed out") || contains(msg, "timed out") || contains(msg, "timeout")) {
+        err = w.label + ": timed out after " + std::to_string(g.timeout.count()) +
+              " ms; a rank did not join (it is stuck, gone, or issued different collectives) "
+              "(gloo: " + msg + ")";
+        return LT_ERR_TIMEOUT;
+    }
+    err = w.label + ": gloo: " + msg;
+    if (contains(msg, "closed") || contains(msg, "reset") || contains(msg, "Broken pipe"))
+        err += " (a peer closed its connection: it exited, crashed or aborted)";
+    return io ? LT_ERR_IO : LT_ERR_PLUGIN;
+}
+
+/* Caller holds g.m. */
+void finish(Group &g, Work &w, lt_status st, std::string err) {
+    w.done = true;
+    w.status = st;
+    w.error = std::move(err);
+    g.cv_done.notify_all();
+}
+
+/* A failure breaks the group (gloo closes the pairs); later works fail fast.
+ * Caller holds g.m. */
+void note_failure(Group &g, lt_status &st, std::string &err) {
+    if (g.aborted) {
+        st = LT_ERR_ABORTED;
+        err += " (group '" + g.name + "' was aborted)";
+    } else if (g.broken.empty()) {
+        g.broken = err;
+    }
+}
+
+void worker_main(std::shared_ptr<Group> gp, Worker *wk) {
+    Group &g = *gp;
+    std::unique_lock<std::mutex> lk(g.m);
+    for (;;) {
+        g.cv_work.wait(lk, [&] { return g.stopping || !wk->queue.empty(); });
+        if (wk->queue.empty()) break;
+        std::shared_ptr<Work> w = std::move(wk->queue.front());
+        wk->queue.pop_front();
+        if (g.aborted) {
+            finish(g, *w, LT_ERR_ABORTED, w->label + ": group '" + g.name + "' was aborted");
+            continue;
+        }
+        if (!g.broken.empty()) {
+            finish(g, *w, LT_ERR_ABORTED,
+                   w->label + ": not run: the group failed earlier: " + g.broken);
+            continue;
+        }
+        lk.unlock();
+        lt_status st = LT_OK;
+        std::string err;
+        try {
+            run_collective(g, *wk, w->op);
+        } catch (...) {
+            st = describe_failure(g, *w, std::current_exception(), err);
+        }
+        lk.lock();
+        if (st != LT_OK) note_failure(g, st, err);
+        finish(g, *w, st, std::move(err));
+    }
+    wk->exited = true;
+    g.cv_done.notify_all();
+}
+
+/* Waits, in issue order, for the sends and recvs posted by group_issue. */
+void p2p_main(std::shared_ptr<Group> gp) {
+    Group &g = *gp;
+    Worker &wk = g.p2p;
+    std::unique_lock<std::mutex> lk(g.m);
+    for (;;) {
+        g.cv_work.wait(lk, [&] { return g.stopping || !wk.queue.empty(); });
+        if (wk.queue.empty()) break;
+        std::shared_ptr<Work> w = std::move(wk.queue.front());
+        wk.queue.pop_front();
+        wk.current = w;
+        lk.unlock();
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(w->deadline - Clock::now());
+        if (left.count() < 1) left = std::chrono::milliseconds(1);
+        lt_status st = LT_OK;
+        std::string err;
+        try {
+            bool ok = w->op.kind == Kind::Send ? w->ubuf->waitSend(left) : w->ubuf->waitRecv(left);
+            if (!ok) {
+                st = LT_ERR_ABORTED;
+                err = w->label + ": group '" + g.name + "' was aborted";
+            }
+        } catch (...) {
+            st = describe_failure(g, *w, std::current_exception(), err);
+        }
+        lk.lock();
+        wk.current.reset();
+        if (st != LT_OK && st != LT_ERR_ABORTED) note_failure(g, st, err);
+        finish(g, *w, st, std::move(err));
+    }
+    wk.exited = true;
+    g.cv_done.notify_all();
+}
+
+/* Worker threads take no signals; those belong to the program's own threads. */
+template <typename F> std::thread start_thread(F &&f) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    std::thread t(std::forward<F>(f));
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return t;
+}
+
+/* A detached thread may still run code of this library: never unload it. */
+void pin_library() {
+    static const int anchor = 0;
+    Dl_info info;
+    if (dladdr(&anchor, &info) && info.dli_fname)
+        dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+void stop_thread(Group &g, Worker &wk) {
+    if (!wk.thread.joinable()) return;
+    bool exited;
+    {
+        std::unique_lock<std::mutex> lk(g.m);
+        /* After abort a worker may sit in a gloo call until gloo's own timeout. */
+        if (g.aborted) g.cv_done.wait_for(lk, std::chrono::seconds(2), [&] { return wk.exited; });
+        exited = wk.exited || !g.aborted;
+    }
+    if (exited) {
+        wk.thread.join();
+    } else {
+        pin_library();
+        wk.thread.detach(); /* it holds a reference to the group and frees it on exit */
+    }
+}
+
+std::string group_name(const char *prefix) {
+    std::string s = prefix ? prefix : "";
+    while (!s.empty() && s.back() == '/') s.pop_back();
+    return s.empty() ? "default" : s;
+}
+
+} // namespace
+
+Group::~Group() {
+    for (auto &w : workers)
+        if (w->thread.joinable()) w->thread.detach();
+    if (p2p.thread.joinable()) p2p.thread.detach();
+}
+
+lt_status group_create(lt_ctx *ctx, lt_store *store, int rank, int world, const lt_pg_options *opt,
+                       std::shared_ptr<Group> &out, std::string &err) {
+    auto g = std::make_shared<Group>();
+    g->rank = rank;
+    g->world = world;
+    g->name = group_name(opt->prefix);
+    if (opt->timeout_ms > 0) g->timeout = std::chrono::milliseconds(opt->timeout_ms);
+    int nthreads = opt->num_threads;
+    if (nthreads <= 0) nthreads = (int)lt_param_int(ctx, "num_threads", 1);
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > 16) nthreads = 16;
+    const char *iface = opt->iface;
+    if (!iface || !*iface) iface = lt_param_str(ctx, "iface", nullptr);
+
+    double t0 = lt_now();
+    std::string where;
+    try {
+        g->device = shared_device(iface, where);
+    } catch (const std::exception &e) {
+        err = "group '" + g->name + "': cannot open a gloo TCP device on " + where + ": " +
+              strip_location(e.what()) +
+              "; set the backend's iface (or GLOO_SOCKET_IFNAME) to an interface or address of this host";
+        return LT_ERR_IO;
+    }
+    std::string prefix = opt->prefix ? opt->prefix : "";
+    for (int i = 0; i < nthreads; i++) {
+        auto wk = std::make_unique<Worker>();
+        auto c = std::make_shared<gloo::rendezvous::Context>(rank, world);
+        c->setTimeout(g->timeout);
+        StoreAdapter adapter(store, prefix + "gloo/" + std::to_string(i) + "/");
+        try {
+            c->connectFullMesh(adapter, g->device);
+        } catch (const std::exception &e) {
+            if (adapter.status() != LT_OK) {
+                err = "group '" + g->name + "': rank " + std::to_string(rank) + " of " +
+                      std::to_string(world) + ": rendezvous failed: " + strip_location(e.what());
+                return adapter.status();
+            }
+            err = "group '" + g->name + "': rank " + std::to_string(rank) + " could not connect to its peers from " +
+                  where + ": " + strip_location(e.what());
+            return contains(err, "imeout") || contains(err, "imed out") ? LT_ERR_TIMEOUT : LT_ERR_IO;
+        }
+        wk->ctx = std::move(c);
+        g->workers.push_back(std::move(wk));
+    }
+    for (auto &w : g->workers) {
+        Worker *wk = w.get();
+        wk->thread = start_thread([g, wk] { worker_main(g, wk); });
+    }
+    lt_log(ctx, LT_LOG_DEBUG, "group '%s': rank %d of %d connected on %s in %.3f s (%d context%s)",
+           g->name.c_str(), rank, world, where.c_str(), lt_now() - t0, nthreads,
+           nthreads > 1 ? "s" : "");
+    out = std::move(g);
+    return LT_OK;
+}
+
+std::shared_ptr<Work> group_issue(const std::shared_ptr<Group> &gp, const Op &op) {
+    Group &g = *gp;
+    auto w = std::make_shared<Work>();
+    w->op = op;
+    char label[200];
+    const bool p2p = op.kind == Kind::Send || op.kind == Kind::Recv;
+    if (p2p) {
+        snprintf(label, sizeof label, "%s #%" PRIu64 " %s rank %d (tag %u) on group '%s'",
+                 kind_name(op.kind), ++g.p2p_seq, op.kind == Kind::Send ? "to" : "from", op.peer,
+                 op.tag, g.name.c_str());
+    } else {
+        uint64_t seq = ++g.coll_seq;
+        w->op.tag = (uint32_t)seq; /* the same on every rank: collectives come in one order */
+        snprintf(label, sizeof label, "%s #%" PRIu64 " on group '%s'", kind_name(op.kind), seq,
+                 g.name.c_str());
+    }
+    w->label = label;
+    w->deadline = Clock::now() + g.timeout;
+
+    std::lock_guard<std::mutex> lk(g.m);
+    if (g.aborted) {
+        finish(g, *w, LT_ERR_ABORTED, w->label + ": group '" + g.name + "' was aborted");
+        return w;
+    }
+    if (!g.broken.empty()) {
+        finish(g, *w, LT_ERR_ABORTED, w->label + ": not run: the group failed earlier: " + g.broken);
+        return w;
+    }
+    if (!p2p) {
+        g.workers[(g.coll_seq - 1) % g.workers.size()]->queue.push_back(w);
+        g.cv_work.notify_all();
+        return w;
+    }
+    /* Posted under the lock so abort never sees a half-posted op; posting does not block. */
+    try {
+        post_p2p(g, *w);
+    } catch (...) {
+        std::string err;
+        lt_status st = describe_failure(g, *w, std::current_exception(), err);
+        note_failure(g, st, err);
+        finish(g, *w, st, std::move(err));
+        return w;
+    }
+    if (!g.p2p_started) {
+        g.p2p_started = true;
+        g.p2p.thread = start_thread([gp] { p2p_main(gp); });
+    }
+    g.p2p.queue.push_back(w);
+    g.cv_work.notify_all();
+    return w;
+}
+
+lt_status group_wait(Group &g, Work &w, int64_t timeout_ms, std::string &err) {
+    std::unique_lock<std::mutex> lk(g.m);
+    auto ready = [&] { return w.done || g.aborted; };
+    /* Beyond ~30 years the clock arithmetic would overflow: treat as forever. */
+    if (timeout_ms < 0 || timeout_ms > (int64_t)1e12)
+        g.cv_done.wait(lk, ready);
+    else
+        g.cv_done.wait_for(lk, std::chrono::milliseconds(timeout_ms), ready);
+    if (w.done) {
+        if (w.status != LT_OK) err = w.error;
+        return w.status;
+    }
+    if (g.aborted) {
+        err = w.label + ": group '" + g.name + "' was aborted";
+        return LT_ERR_ABORTED;
+    }
+    err = w.label + ": still running after " + std::to_string(timeout_ms) +
+          " ms (the work stays valid; wait again)";
+    return LT_ERR_TIMEOUT;
+}
+
+void group_abort(Group &g) {
+    {
+        std::lock_guard<std::mutex> lk(g.m);
+        if (g.aborted) return;
+        g.aborted = true;
+        for (auto &wk : g.workers) {
+            for (auto &w : wk->queue)
+                finish(g, *w, LT_ERR_ABORTED, w->label + ": group '" + g.name + "' was aborted before it ran");
+            wk->queue.clear();
+        }
+        /* Pending p2p waits return false at once (gloo's own abort hooks). */
+        auto abort_wait = [](Work &w) {
+            if (!w.ubuf) return;
+            if (w.op.kind == Kind::Send)
+                w.ubuf->abortWaitSend();
+            else
+                w.ubuf->abortWaitRecv();
+        };
+        if (g.p2p.current) abort_wait(*g.p2p.current);
+        for (auto &w : g.p2p.queue) abort_wait(*w);
+        g.cv_done.notify_all();
+        g.cv_work.notify_all();
+    }
+    /* Close with RST so peers blocked on us fail now instead of at their timeout. */
+    for (auto &wk : g.workers) {
+        try {
+            wk->ctx->closeConnections();
+        } catch (...) {
+        }
+    }
+}
+
+void group_stop(Group &g) {
+    {
+        std::lock_guard<std::mutex> lk(g.m);
+        g.stopping = true;
+        g.cv_work.notify_all();
+    }
+    for (auto &wk : g.workers) stop_thread(g, *wk);
+    stop_thread(g, g.p2p);
+}
+
+} // namespace ltgloo

@@ -1,0 +1,118 @@
+/* The gloo backend's process group: gloo contexts, the threads that run
+ * collectives on them, work records and abort.
+ *
+ * Threads. gloo's collectives block the calling thread, so each group has
+ * `num_threads` workers (default 1), each with its own gloo context and FIFO
+ * queue; collective number k goes to worker k % num_threads, the same on every
+ * rank, so each context sees the same sequence everywhere. Send and recv are
+ * posted on the issuing thread straight away (gloo posts are non-blocking, so
+ * a rank can send to and receive from a peer at once without deadlock) and a
+ * separate p2p thread waits for their completion in order.
+ *
+ * Failures. Any failed collective leaves gloo's pairs closed, so the group is
+ * then "broken": later works fail at once naming the first failure. abort()
+ * fails queued works, wakes every waiter, aborts pending p2p waits and closes
+ * every connection (peers see the close and fail promptly). A worker already
+ * inside a gloo collective cannot be interrupted; it runs until its gloo
+ * timeout and then exits; destroy() after abort detaches such a thread (it
+ * owns a reference to the group) and pins this library so it is never
+ * unloaded under it. */
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gloo/context.h>
+#include <gloo/transport/device.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "lt/backend.h"
+
+namespace ltgloo {
+
+enum class Kind { Allreduce, Broadcast, Allgather, ReduceScatter, Barrier, Send, Recv };
+const char *kind_name(Kind k);
+
+struct Op {
+    Kind kind = Kind::Barrier;
+    void *buf = nullptr;        /* in-out (allreduce, broadcast, recv) or output (gathers) */
+    const void *send = nullptr; /* input of allgather, reduce_scatter, send */
+    size_t count = 0;           /* elements, per rank for the gathers */
+    lt_dtype dtype = LT_U8;
+    lt_redop redop = LT_SUM;
+    int peer = 0;               /* broadcast root, send/recv peer */
+    uint32_t tag = 0;           /* gloo tag: collective number, or the user's p2p tag */
+};
+
+struct Work {
+    Op op;
+    std::string label; /* "allreduce #12 on group 'pg0'" */
+    std::chrono::steady_clock::time_point deadline; /* p2p: issue time + group timeout */
+    std::unique_ptr<gloo::transport::UnboundBuffer> ubuf; /* p2p */
+    /* Guarded by Group::m. */
+    bool done = false;
+    lt_status status = LT_OK;
+    std::string error;
+};
+
+struct Worker {
+    std::shared_ptr<gloo::Context> ctx;
+    std::deque<std::shared_ptr<Work>> queue; /* guarded by Group::m */
+    std::shared_ptr<Work> current;           /* p2p thread: the work being waited for */
+    std::thread thread;
+    bool exited = false;                     /* guarded by Group::m */
+    std::vector<uint8_t> scratch;            /* reduce_scatter blocks; worker thread only */
+};
+
+struct Group {
+    std::string name;
+    int rank = 0, world = 1;
+    std::chrono::milliseconds timeout{1800000};
+    std::shared_ptr<gloo::transport::Device> device;
+    std::vector<std::unique_ptr<Worker>> workers; /* fixed after create */
+    Worker p2p;                                   /* waits for posted send/recv */
+
+    std::mutex m;
+    std::condition_variable cv_work; /* workers: queue changed or stopping */
+    std::condition_variable cv_done; /* waiters: a work finished or abort */
+    bool aborted = false, stopping = false, p2p_started = false;
+    std::string broken; /* the first failure; empty while healthy */
+    uint64_t coll_seq = 0, p2p_seq = 0; /* issuing thread only */
+
+    ~Group();
+};
+
+/* Connects this rank's contexts through the store and starts the workers.
+ * On failure returns the status and puts the message in err. */
+lt_status group_create(lt_ctx *ctx, lt_store *store, int rank, int world, const lt_pg_options *opt,
+                       std::shared_ptr<Group> &out, std::string &err);
+
+/* Issues a collective (queued to its worker) or a p2p op (posted now). Returns
+ * a work that may already be finished (failed) when the group is aborted or
+ * broken, or posting failed. */
+std::shared_ptr<Work> group_issue(const std::shared_ptr<Group> &g, const Op &op);
+
+lt_status group_wait(Group &g, Work &w, int64_t timeout_ms, std::string &err);
+void group_abort(Group &g);
+/* Stops the threads; see the header comment for the aborted case. */
+void group_stop(Group &g);
+
+/* Runs one collective on a worker's context; throws gloo's exceptions. */
+void run_collective(Group &g, Worker &wk, const Op &op);
+/* Posts a send or recv on the p2p context; throws gloo's exceptions. */
+void post_p2p(Group &g, Work &w);
+
+/* Picks the TCP device: options' iface (an interface name, or else a host
+ * name / address to bind), $GLOO_SOCKET_IFNAME, or automatically the local
+ * address that routes to $MASTER_ADDR (127.0.0.1 when that is local or
+ * unset). Devices are shared by the groups of a process. */
+std::shared_ptr<gloo::transport::Device> shared_device(const char *iface, std::string &where);
+
+} // namespace ltgloo

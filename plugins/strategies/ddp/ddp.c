@@ -1,0 +1,221 @@
+/* ddp: one process per device, parameters broadcast from rank 0 at start,
+ * gradients averaged by bucketed allreduces that start while backward still
+ * runs (PyTorch's DistributedDataParallel). No communication on accumulation
+ * micro-batches (no_sync) except the last. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include "buckets.h"
+
+static const lt_param_spec ddp_params[] = {
+    {"bucket_cap_mb", LT_PARAM_FLOAT, "25", "bucket size in MiB (PyTorch's default)"},
+    {"first_bucket_mb", LT_PARAM_FLOAT, "1", "size of the first bucket, so communication starts early"},
+    {"comm_hook", LT_PARAM_STRING, "allreduce", "allreduce | fp16 | bf16 (gradients compressed on the wire)"},
+    {"overlap", LT_PARAM_BOOL, "true", "start each bucket's allreduce during backward (false: after it)"},
+    {NULL, 0, NULL, NULL},
+};
+
+typedef struct ddp {
+    lt_pg *pg;
+    lt_flat flat;
+    bucket_plan plan;
+    comm_hook hook;
+    bool overlap;
+    bool sync;      /* this backward communicates */
+    lt_status failed;
+} ddp;
+
+static ddp *state(lt_ctx *ctx) { return lt_ctx_state(ctx); }
+
+static lt_status pg_failed(lt_ctx *ctx, ddp *d, lt_status st) {
+    lt_set_error(ctx, "%s", d->pg ? lt_pg_error(d->pg) : "no process group");
+    return st;
+}
+
+static lt_status ddp_launch_kind(lt_ctx *ctx, lt_launch_kind *out) {
+    (void)ctx;
+    *out = LT_LAUNCH_SUBPROCESS;
+    return LT_OK;
+}
+
+static lt_status ddp_setup_environment(lt_ctx *ctx, lt_run *run) {
+    (void)run;
+    ddp *d = calloc(1, sizeof *d);
+    if (!d) return LT_ERR_NOMEM;
+    const char *hook = lt_param_str(ctx, "comm_hook", "allreduce");
+    if (!strcasecmp(hook, "allreduce") || !strcasecmp(hook, "none")) d->hook = HOOK_ALLREDUCE;
+    else if (!strcasecmp(hook, "fp16")) d->hook = HOOK_FP16;
+    else if (!strcasecmp(hook, "bf16")) d->hook = HOOK_BF16;
+    else {
+        free(d);
+        lt_set_error(ctx, "strategy.comm_hook = '%s': use allreduce, fp16 or bf16", hook);
+        return LT_ERR_INVALID;
+    }
+    d->overlap = lt_param_bool(ctx, "overlap", true);
+    lt_ctx_set_state(ctx, d);
+    return LT_OK;
+}
+
+static lt_status ddp_init_dist_connection(lt_ctx *ctx, lt_run *run) {
+    ddp *d = state(ctx);
+    lt_status st = lt_run_new_group(run, NULL, "default", &d->pg);
+    if (st != LT_OK) {
+        lt_set_error(ctx, "%s", lt_last_error(NULL));
+        return st;
+    }
+    lt_run_set_default_group(run, d->pg);
+    return LT_OK;
+}
+
+static lt_status ddp_configure_ddp(lt_ctx *ctx, lt_run *run) {
+    ddp *d = state(ctx);
+    LT_CHECK(lt_run_flat(run, &d->flat));
+    lt_status st = lt_pg_broadcast_sync(d->pg, d->flat.params, d->flat.count, d->flat.param_dtype, 0);
+    if (st != LT_OK) return pg_failed(ctx, d, st);
+    size_t es = lt_dtype_size(d->flat.grad_dtype);
+    st = buckets_build(&d->plan, d->flat.count, es, lt_param_float(ctx, "first_bucket_mb", 1),
+                       lt_param_float(ctx, "bucket_cap_mb", 25));
+    if (st != LT_OK) return st;
+    for (int i = 0; d->hook != HOOK_ALLREDUCE && i < d->plan.n; i++) {
+        st = lt_run_alloc(run, d->plan.b[i].count * 2, &d->plan.b[i].wire);
+        if (st != LT_OK) return st;
+    }
+    if (lt_run_world(run)->global_rank == 0)
+        lt_log(ctx, LT_LOG_DEBUG, "%zu gradients in %d buckets, hook %s, overlap %s", d->flat.count,
+               d->plan.n, lt_param_str(ctx, "comm_hook", "allreduce"), d->overlap ? "on" : "off");
+    return LT_OK;
+}
+
+static lt_dtype wire_dtype(const ddp *d) { return d->hook == HOOK_FP16 ? LT_F16 : LT_BF16; }
+
+static lt_status launch(lt_ctx *ctx, lt_run *run, ddp *d, bucket *b) {
+    char *g = (char *)d->flat.grads + b->start * lt_dtype_size(d->flat.grad_dtype);
+    lt_status st;
+    if (d->hook == HOOK_ALLREDUCE) {
+        st = lt_pg_allreduce(d->pg, g, b->count, d->flat.grad_dtype, LT_AVG, &b->work);
+    } else {
+        /* Compress, then average on the wire in half precision. */
+        lt_run_kernels(run)->cast(lt_run_kernel_ctx(run), wire_dtype(d), b->wire, d->flat.grad_dtype, g,
+                                  (int64_t)b->count);
+        st = lt_run_synchronize(run);
+        if (st == LT_OK) st = lt_pg_allreduce(d->pg, b->wire, b->count, wire_dtype(d), LT_AVG, &b->work);
+    }
+    return st == LT_OK ? LT_OK : pg_failed(ctx, d, st);
+}
+
+static lt_status launch_ready(lt_ctx *ctx, lt_run *run, ddp *d, int ready) {
+    for (int i = 0; i < ready; i++) {
+        LT_CHECK(launch(ctx, run, d, &d->plan.b[d->plan.next_launch]));
+        d->plan.next_launch++;
+    }
+    return LT_OK;
+}
+
+static lt_status ddp_on_backward_start(lt_ctx *ctx, lt_run *run, bool sync) {
+    (void)run;
+    ddp *d = state(ctx);
+    d->sync = sync;
+    buckets_reset(&d->plan);
+    return LT_OK;
+}
+
+static lt_status ddp_on_grad_ready(lt_ctx *ctx, lt_run *run, size_t offset, size_t count, bool sync) {
+    ddp *d = state(ctx);
+    if (!sync) return LT_OK; /* no_sync: gradients accumulate locally */
+    int ready = buckets_mark_ready(&d->plan, offset, count);
+    if (!d->overlap || !ready) return LT_OK;
+    return launch_ready(ctx, run, d, ready);
+}
+
+static lt_status ddp_before_optimizer_step(lt_ctx *ctx, lt_run *run) {
+    ddp *d = state(ctx);
+    if (!d->sync) return LT_OK;
+    /* Buckets not launched yet (overlap off): all at once, in order. */
+    LT_CHECK(launch_ready(ctx, run, d, d->plan.n - d->plan.next_launch));
+    lt_status first = LT_OK;
+    for (int i = 0; i < d->plan.n; i++) {
+        bucket *b = &d->plan.b[i];
+        if (!b->work) continue;
+        lt_status st = lt_work_wait(b->work);
+        b->work = NULL;
+        if (st != LT_OK && first == LT_OK) first = pg_failed(ctx, d, st);
+        if (st == LT_OK && d->hook != HOOK_ALLREDUCE) {
+            char *g = (char *)d->flat.grads + b->start * lt_dtype_size(d->flat.grad_dtype);
+            lt_run_kernels(run)->cast(lt_run_kernel_ctx(run), d->flat.grad_dtype, g, wire_dtype(d), b->wire,
+                                      (int64_t)b->count);
+        }
+    }
+    return first;
+}
+
+static lt_status ddp_reduce(lt_ctx *ctx, lt_run *run, void *buf, size_t count, lt_dtype t, lt_redop op) {
+    (void)run;
+    ddp *d = state(ctx);
+    lt_status st = lt_pg_allreduce_sync(d->pg, buf, count, t, op);
+    return st == LT_OK ? LT_OK : pg_failed(ctx, d, st);
+}
+
+static lt_status ddp_all_gather(lt_ctx *ctx, lt_run *run, const void *send, void *recv, size_t count,
+                                lt_dtype t) {
+    (void)run;
+    ddp *d = state(ctx);
+    lt_work *w;
+    lt_status st = lt_pg_allgather(d->pg, send, recv, count, t, &w);
+    if (st == LT_OK) st = lt_work_wait(w);
+    return st == LT_OK ? LT_OK : pg_failed(ctx, d, st);
+}
+
+static lt_status ddp_broadcast(lt_ctx *ctx, lt_run *run, void *buf, size_t count, lt_dtype t, int root) {
+    (void)run;
+    ddp *d = state(ctx);
+    lt_status st = lt_pg_broadcast_sync(d->pg, buf, count, t, root);
+    return st == LT_OK ? LT_OK : pg_failed(ctx, d, st);
+}
+
+static lt_status ddp_barrier(lt_ctx *ctx, lt_run *run) {
+    (void)run;
+    ddp *d = state(ctx);
+    lt_work *w;
+    lt_status st = lt_pg_barrier(d->pg, &w);
+    if (st == LT_OK) st = lt_work_wait(w);
+    return st == LT_OK ? LT_OK : pg_failed(ctx, d, st);
+}
+
+static lt_status ddp_teardown(lt_ctx *ctx, lt_run *run) {
+    ddp *d = state(ctx);
+    if (!d) return LT_OK;
+    for (int i = 0; i < d->plan.n; i++) {
+        if (d->plan.b[i].work) {
+            lt_pg_abort(d->pg);
+            lt_work_wait(d->plan.b[i].work);
+        }
+        if (d->plan.b[i].wire) lt_run_free(run, d->plan.b[i].wire);
+    }
+    buckets_free(&d->plan);
+    if (d->pg) {
+        if (lt_run_default_group(run) == d->pg) lt_run_set_default_group(run, NULL);
+        lt_pg_destroy(d->pg);
+    }
+    free(d);
+    lt_ctx_set_state(ctx, NULL);
+    return LT_OK;
+}
+
+static const lt_strategy_desc ddp_strategy = {
+    LT_HEADER(LT_KIND_STRATEGY, lt_strategy_desc, "ddp", NULL, "1.0.0",
+              "one process per device; bucketed gradient allreduce overlapping backward", ddp_params, NULL),
+    .launch_kind = ddp_launch_kind,
+    .setup_environment = ddp_setup_environment,
+    .init_dist_connection = ddp_init_dist_connection,
+    .configure_ddp = ddp_configure_ddp,
+    .on_backward_start = ddp_on_backward_start,
+    .on_grad_ready = ddp_on_grad_ready,
+    .before_optimizer_step = ddp_before_optimizer_step,
+    .reduce = ddp_reduce,
+    .all_gather = ddp_all_gather,
+    .broadcast = ddp_broadcast,
+    .barrier = ddp_barrier,
+    .teardown = ddp_teardown,
+};
+
+LT_PLUGIN_EXPORT(&ddp_strategy.hdr)
