@@ -72,14 +72,20 @@ double lt_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* [<kind>.<name>] first, then [<kind>]. */
+/* [<kind>.<name>] first, then [<kind>] ([model] for modules, as
+ * trainer_setup.c declares it); a value the user set in either wins over a
+ * declared default in the other. */
 static const char *param_lookup(lt_ctx *ctx, const char *key) {
     if (!ctx || !ctx->config || !ctx->kind) return NULL;
     const char *kind = lt_kind_name(ctx->kind);
+    const char *home = ctx->kind == LT_KIND_MODULE ? "model" : kind;
     char sec[128];
     snprintf(sec, sizeof sec, "%s.%s", kind, ctx->name);
+    if (lt_config_source_of(ctx->config, sec, key) == LT_SRC_DEFAULT &&
+        lt_config_source_of(ctx->config, home, key) != LT_SRC_DEFAULT)
+        return lt_config_value(ctx->config, home, key);
     const char *v = lt_config_value(ctx->config, sec, key);
-    if (!v) v = lt_config_value(ctx->config, kind, key);
+    if (!v) v = lt_config_value(ctx->config, home, key);
     return v;
 }
 

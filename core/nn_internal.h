@@ -90,6 +90,7 @@ struct lt_step {
     char error[1024];
     lt_metric_fn log_fn;
     void *log_user;
+    struct lt_run *run;   /* for the module's collectives; NULL in bare tests */
 };
 
 /* model.c */

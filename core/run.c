@@ -70,3 +70,43 @@ void lt_run_register_defaults(void) {
     lt_hooks_set_default(LT_KIND_STRATEGY, "sampler_shard", (void (*)(void))default_sampler_shard);
     lt_hooks_set_default(LT_KIND_STRATEGY, "training_step", (void (*)(void))default_training_step);
 }
+
+/* ---- the module's collectives, through the strategy ------------------------ */
+
+static lt_status no_run(lt_step *s, const char *what) {
+    return lt_step_set_error(s, LT_ERR_STATE, "%s: this step does not belong to a trainer run", what);
+}
+
+static lt_status collective_done(lt_step *s, lt_run *r, const char *what, lt_status st) {
+    if (st == LT_OK) return LT_OK;
+    lt_run_hook_failed(r, &r->strategy, what, st);
+    return lt_step_set_error(s, st, "%s", r->error);
+}
+
+int lt_step_rank(const lt_step *s) { return s->run ? s->run->world.global_rank : 0; }
+int lt_step_world_size(const lt_step *s) { return s->run ? s->run->world.world_size : 1; }
+bool lt_step_is_global_zero(const lt_step *s) { return lt_step_rank(s) == 0; }
+
+lt_status lt_step_reduce(lt_step *s, void *buf, size_t count, lt_dtype t, lt_redop op) {
+    lt_run *r = s->run;
+    if (!r) return no_run(s, "lt_step_reduce");
+    return collective_done(s, r, "reduce", LT_STRAT(r)->reduce(&r->strategy.ctx, r, buf, count, t, op));
+}
+
+lt_status lt_step_all_gather(lt_step *s, const void *send, void *recv, size_t count, lt_dtype t) {
+    lt_run *r = s->run;
+    if (!r) return no_run(s, "lt_step_all_gather");
+    return collective_done(s, r, "all_gather", LT_STRAT(r)->all_gather(&r->strategy.ctx, r, send, recv, count, t));
+}
+
+lt_status lt_step_broadcast(lt_step *s, void *buf, size_t count, lt_dtype t, int root) {
+    lt_run *r = s->run;
+    if (!r) return no_run(s, "lt_step_broadcast");
+    return collective_done(s, r, "broadcast", LT_STRAT(r)->broadcast(&r->strategy.ctx, r, buf, count, t, root));
+}
+
+lt_status lt_step_barrier(lt_step *s) {
+    lt_run *r = s->run;
+    if (!r) return no_run(s, "lt_step_barrier");
+    return collective_done(s, r, "barrier", LT_STRAT(r)->barrier(&r->strategy.ctx, r));
+}

@@ -35,6 +35,7 @@ static lt_status begin_step(lt_run *r, const lt_batch_view *b, bool training, ui
     lt_step_reset(s, training, r->global_step, r->epoch, r->seed, rand_offset);
     s->log_fn = log_metric_cb;
     s->log_user = r;
+    s->run = r;
     s->batch_size = b->rows;
     s->ninputs = b->nfields;
     for (int f = 0; f < b->nfields; f++) {
@@ -48,7 +49,17 @@ static lt_status begin_step(lt_run *r, const lt_batch_view *b, bool training, ui
         if (!dev) return lt_run_fail(r, s->status, "%s", s->error);
         lt_status st = LT_ACC(r)->copy(&r->accel.ctx, dev, b->field[f], bytes, LT_COPY_H2D);
         if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "copy", st);
-        s->inputs[f] = lt_step_wrap(s, dev, (lt_dtype)fi->dtype, nd, shape);
+        lt_dtype ft = (lt_dtype)fi->dtype;
+        /* Floating fields enter in the compute dtype (f32 images under 64-true). */
+        if (ft >= LT_F32 && ft <= LT_BF16 && ft != r->model->dtype) {
+            int64_t n = (int64_t)(bytes / lt_dtype_size(ft));
+            void *cast = lt_step_scratch(s, (size_t)n * lt_dtype_size(r->model->dtype));
+            if (!cast) return lt_run_fail(r, s->status, "%s", s->error);
+            r->model->k->cast(&r->accel.ctx, r->model->dtype, cast, ft, dev, n);
+            dev = cast;
+            ft = r->model->dtype;
+        }
+        s->inputs[f] = lt_step_wrap(s, dev, ft, nd, shape);
     }
     return LT_OK;
 }

@@ -15,6 +15,7 @@
 
 #include "lt/core.h"
 #include "lt/accelerator.h"
+#include "lt/backend.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -100,6 +101,22 @@ enum {
  * ON_STEP in training and ON_EPOCH in validation/test. */
 LT_API lt_status lt_log_metric(lt_step *s, const char *name, double value, double weight,
                                unsigned flags);
+
+/* ---- collectives for the module (Lightning's self.all_gather, ...) ----- */
+
+/* Where this process stands. */
+LT_API int lt_step_rank(const lt_step *s);
+LT_API int lt_step_world_size(const lt_step *s);
+LT_API bool lt_step_is_global_zero(const lt_step *s);
+/* Host buffers; collective: every rank must call them in the same order, or
+ * the run fails with an error naming the ranks that disagree. On one process
+ * they return the input. */
+LT_API lt_status lt_step_reduce(lt_step *s, void *buf, size_t count, lt_dtype t, lt_redop op);
+/* recv holds world_size * count elements, rank r's at r * count. */
+LT_API lt_status lt_step_all_gather(lt_step *s, const void *send, void *recv, size_t count,
+                                    lt_dtype t);
+LT_API lt_status lt_step_broadcast(lt_step *s, void *buf, size_t count, lt_dtype t, int root);
+LT_API lt_status lt_step_barrier(lt_step *s);
 
 #ifdef __cplusplus
 }
