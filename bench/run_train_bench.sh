@@ -16,7 +16,9 @@
 #
 # Figures: best of REPS for each side (the machine is shared and noisy; the
 # best run is the one least disturbed), medians shown beside. The fraction of
-# GEMM rate is best GEMM-only step time / best lt step time. Nothing here
+# GEMM rate is best GEMM-only step time / best lt step time. The last column
+# compares process CPU time per step (best of each side), a check on how much
+# the wall-time ratio was bent by other work on the machine. Nothing here
 # passes or fails on a figure: the script only prints (exit status is non-zero
 # only when a program could not run at all).
 set -u
@@ -82,12 +84,15 @@ for line in open(sys.argv[1]):
     f = line.split()
     kv = dict(t.split("=", 1) for t in f if "=" in t)
     kind, b = f[1], int(kv["batch"])
-    r = rows.setdefault(b, {"lt": [], "gemm": [], "torch": [], "gemm_calls": {}})
+    r = rows.setdefault(b, {"lt": [], "gemm": [], "torch": [], "lt_cpu": [], "torch_cpu": [],
+                            "gemm_calls": {}})
     if kind == "lt":
         r["lt"].append(float(kv["samples_per_s"]))
         r["gemm"].append(float(kv["gemm_step_ms"]))
+        if "cpu_step_ms" in kv: r["lt_cpu"].append(float(kv["cpu_step_ms"]))
     elif kind == "torch":
         r["torch"].append(float(kv["samples_per_s"]))
+        if "cpu_step_ms" in kv: r["torch_cpu"].append(float(kv["cpu_step_ms"]))
     elif kind == "gemm":
         c = r["gemm_calls"].setdefault(kv["call"], [kv, []])
         c[1].append(float(kv["best_ms"]))
@@ -98,8 +103,8 @@ def fmt(v, spec):
 print()
 print("MLP 784-512-512-10, SGD momentum 0.9, 1 thread; best of %d runs (median)" %
       max((len(r["lt"]) for r in rows.values()), default=0))
-print("%6s  %17s  %17s  %12s  %14s  %10s" % ("batch", "lt samples/s", "torch samples/s",
-                                              "lt/torch", "lt/GEMM rate", "GEMM-only"))
+print("%6s  %17s  %17s  %12s  %14s  %10s  %13s" % ("batch", "lt samples/s", "torch samples/s",
+      "lt/torch", "lt/GEMM rate", "GEMM-only", "by CPU time"))
 ratio = {}
 for b in [int(x) for x in sys.argv[2].split()]:
     r = rows.get(b)
@@ -117,8 +122,15 @@ for b in [int(x) for x in sys.argv[2].split()]:
         rs = "%5.2f (%4.2f)" % (ratio[b], lt_med / t_med)
     else:
         ts, rs = "n/a", "n/a"
-    print("%6d  %7.0f (%7.0f)  %17s  %12s  %14s  %10s" % (
-        b, lt_best, lt_med, ts, rs, "%.2f" % frac, "%.0f/s" % gemm_sps))
+    cs = "n/a"
+    if r["lt_cpu"] and r["torch_cpu"]:
+        cs = "%.2f" % (min(r["torch_cpu"]) / min(r["lt_cpu"]))
+    print("%6d  %7.0f (%7.0f)  %17s  %12s  %14s  %10s  %13s" % (
+        b, lt_best, lt_med, ts, rs, "%.2f" % frac, "%.0f/s" % gemm_sps, cs))
+print("(lt/GEMM rate: GEMM-only step time / lt step time, i.e. the fraction of the")
+print(" single-thread cblas_sgemm rate lt's whole step reaches; GEMM-only: samples/s")
+print(" if a step were only its 8 GEMMs; by CPU time: lt/torch from the best process")
+print(" CPU time per step, less sensitive to a shared machine than wall time)")
 print()
 flops_note = []
 for b in sorted(rows):

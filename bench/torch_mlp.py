@@ -15,7 +15,10 @@ batches gathered by index, last incomplete batch dropped (lt runs drop_last
 too). After a warm-up of --warmup steps, --samples samples are timed with
 time.perf_counter(); prints one machine-readable line per batch size:
 
-    torch batch=64 samples_per_s=16123 step_ms=3.969 steps=1718 loss=0.4012
+    torch batch=64 samples_per_s=16123 step_ms=3.969 cpu_step_ms=3.95 steps=1718 loss=0.4012
+
+(cpu_step_ms: process CPU time per step; a wall step_ms well above it means
+other work took the core.)
 """
 import argparse
 import gzip
@@ -88,11 +91,11 @@ def bench(x, y, batch, samples, warmup):
     for _ in range(warmup):
         step(next(stream))
     steps = max(1, samples // batch)
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     for _ in range(steps):
         loss = step(next(stream))
-    dt = time.perf_counter() - t0
-    return steps * batch / dt, dt / steps, steps, float(loss)
+    dt, dc = time.perf_counter() - t0, time.process_time() - c0
+    return steps * batch / dt, dt / steps, dc / steps, steps, float(loss)
 
 
 def main():
@@ -111,9 +114,9 @@ def main():
     print(f"# torch {torch.__version__} threads={torch.get_num_threads()} python={sys.executable} "
           f"data={data_dir} samples={x.shape[0]}", flush=True)
     for b in (int(s) for s in args.batch.split(",") if s):
-        sps, step_s, steps, loss = bench(x, y, b, args.samples, args.warmup)
+        sps, step_s, cpu_s, steps, loss = bench(x, y, b, args.samples, args.warmup)
         print(f"torch batch={b} samples_per_s={sps:.0f} step_ms={step_s * 1e3:.4f} "
-              f"steps={steps} loss={loss:.4f}", flush=True)
+              f"cpu_step_ms={cpu_s * 1e3:.4f} steps={steps} loss={loss:.4f}", flush=True)
 
 
 if __name__ == "__main__":

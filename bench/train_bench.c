@@ -9,7 +9,9 @@
  * steady-state time per step = (T_long - T_short) / (steps_long - steps_short),
  * which cancels every fixed cost (plugin loading, reading and decoding the gz
  * files, worker setup, arena growth in the first steps, teardown). The naive
- * figure (long run's samples / its whole fit time) is printed as well.
+ * figure (long run's samples / its whole fit time) is printed as well, and the
+ * process CPU time per step (same difference; all threads, the loader's
+ * included): wall step_ms well above cpu_step_ms means other work took the core.
  *
  * GEMM reference: the eight cblas_sgemm calls one training step makes, with
  * lt's shapes, transposes and leading dimensions (core/layers.c):
@@ -54,6 +56,12 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* FLOPs of the GEMMs of one training step (2*m*n*k each). */
 static double step_flops(int64_t b) {
     double f = 0;
@@ -70,6 +78,7 @@ static double step_flops(int64_t b) {
 
 typedef struct fit_result {
     double fit_s;     /* wall time of lt_trainer_fit */
+    double cpu_s;     /* CPU time of the process (every thread) during it */
     double train_loss;
     bool have_loss;
 } fit_result;
@@ -128,15 +137,16 @@ static int run_lt(int64_t batch, int64_t steps, const char *root, fit_result *ou
         fprintf(stderr, "train_bench: lt_trainer_new: %s\n", err);
         return -1;
     }
-    double t0 = now_s();
+    double c0 = cpu_s(), t0 = now_s();
     lt_status st = lt_trainer_fit(t);
-    double t1 = now_s();
+    double t1 = now_s(), c1 = cpu_s();
     if (st != LT_OK) {
         fprintf(stderr, "train_bench: lt_trainer_fit: %s\n", lt_trainer_error(t));
         lt_trainer_free(t);
         return -1;
     }
     out->fit_s = t1 - t0;
+    out->cpu_s = c1 - c0;
     out->have_loss = lt_trainer_metric(t, "train_loss", &out->train_loss);
     lt_trainer_free(t);
     return 0;
@@ -288,6 +298,9 @@ int main(int argc, char **argv) {
         double step_s = (rl.fit_s - rs.fit_s) / dsteps;
         double naive = (double)(steps_long * b) / rl.fit_s;
         if (step_s <= 0) step_s = rl.fit_s / (double)steps_long; /* noise swamped the short run */
+        /* CPU time per step, same difference: a wall step well above it means
+         * the run lost its core to other work (a shared machine). */
+        double cpu_step_s = (rl.cpu_s - rs.cpu_s) / dsteps;
 
         gemm_call calls[8];
         int ncalls = 0;
@@ -295,10 +308,11 @@ int main(int argc, char **argv) {
         double flops = step_flops(b);
         printf("lt batch=%lld samples_per_s=%.0f step_ms=%.4f gemm_step_ms=%.4f gemm_fraction=%.3f "
                "lt_gflops=%.1f gemm_gflops=%.1f naive_samples_per_s=%.0f fit_long_s=%.3f "
-               "fit_short_s=%.3f steps_long=%lld steps_short=%lld train_loss=%.4f\n",
+               "fit_short_s=%.3f steps_long=%lld steps_short=%lld cpu_step_ms=%.4f train_loss=%.4f\n",
                (long long)b, (double)b / step_s, step_s * 1e3, gemm_s * 1e3, gemm_s / step_s,
                flops / step_s * 1e-9, flops / gemm_s * 1e-9, naive, rl.fit_s, rs.fit_s,
-               (long long)steps_long, (long long)steps_short, rl.have_loss ? rl.train_loss : -1.0);
+               (long long)steps_long, (long long)steps_short, cpu_step_s * 1e3,
+               rl.have_loss ? rl.train_loss : -1.0);
         for (int i = 0; i < ncalls; i++) {
             const gemm_call *g = &calls[i];
             printf("gemm batch=%lld call=%s m=%d n=%d k=%d trans=%c%c best_ms=%.4f gflops=%.1f\n",

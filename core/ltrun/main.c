@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "args.h"
+#include "launcher.h"
 #include "lt/trainer.h"
 
 static int run_stages(lt_trainer *t, const ltrun_args *a) {
@@ -54,6 +55,22 @@ int main(int argc, char **argv) {
         lt_trainer_free(t);
         ltrun_args_free(&a);
         return 0;
+    }
+    /* ddp and friends: this process only starts and watches the workers,
+     * which run this program again and find LOCAL_RANK set. */
+    lt_launch_info info;
+    if (lt_trainer_launch_info(t, &info) != LT_OK) {
+        fprintf(stderr, "ltrun: error: %s\n", lt_last_error(NULL));
+        lt_trainer_free(t);
+        ltrun_args_free(&a);
+        return 1;
+    }
+    if (info.launch) {
+        printf("lt: %s\n", lt_trainer_summary(t));
+        lt_trainer_free(t);
+        rc = ltrun_launch(&info, argv);
+        ltrun_args_free(&a);
+        return rc;
     }
     printf("lt: %s\n", lt_trainer_summary(t));
     rc = run_stages(t, &a);

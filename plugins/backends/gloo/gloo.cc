@@ -3,6 +3,7 @@
  * gloo_group.cc (threads, queues, abort) and gloo_ops.cc (the collectives). */
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 
 #include "gloo_group.h"
@@ -43,18 +44,30 @@ template <typename F> lt_status guarded(lt_ctx *ctx, const char *what, F &&f) {
 /* Fields of lt_pg_options the caller's struct is big enough to hold. */
 #define OPT_HAS(o, f) (offsetof(lt_pg_options, f) + sizeof((o)->f) <= (o)->struct_size)
 
-lt_status check_dtype(lt_ctx *ctx, const char *what, lt_dtype dtype) {
-    if (lt_dtype_size(dtype)) return LT_OK;
+/* The C caller may pass any int as an enum; in C++ merely loading an
+ * out-of-range enum is undefined, so look at the bits first. */
+template <typename E> int raw(const E &e) {
+    static_assert(sizeof(E) == sizeof(int), "C enums are int-sized");
+    int v;
+    std::memcpy(&v, &e, sizeof v);
+    return v;
+}
+
+bool valid_dtype(int t) { return t >= LT_F32 && t <= LT_I64; }
+bool valid_redop(int op) { return op >= LT_SUM && op <= LT_MAX; }
+
+lt_status check_dtype(lt_ctx *ctx, const char *what, int dtype) {
+    if (valid_dtype(dtype)) return LT_OK;
     lt_set_error(ctx, "gloo %s: dtype %d is not one the gloo backend knows (f32 f64 f16 bf16 i8 u8 i32 i64)",
-                 what, (int)dtype);
+                 what, dtype);
     return LT_ERR_UNSUPPORTED;
 }
 
-lt_status check_reduce(lt_ctx *ctx, const char *what, lt_dtype dtype, lt_redop op) {
+lt_status check_reduce(lt_ctx *ctx, const char *what, int dtype, int op) {
     LT_CHECK(check_dtype(ctx, what, dtype));
-    if (ltgloo::reduce_fn(dtype, op)) return LT_OK;
+    if (valid_redop(op) && ltgloo::reduce_fn((lt_dtype)dtype, (lt_redop)op)) return LT_OK;
     lt_set_error(ctx, "gloo %s: reduction op %d on %s is not supported (use sum, avg, min or max)",
-                 what, (int)op, lt_dtype_name(dtype));
+                 what, op, lt_dtype_name((lt_dtype)dtype));
     return LT_ERR_UNSUPPORTED;
 }
 
@@ -152,7 +165,7 @@ lt_status ltgloo_allreduce(lt_ctx *ctx, lt_backend_group *g, void *buf, size_t c
                            lt_redop op, lt_backend_work **work) {
     return guarded(ctx, "allreduce", [&]() -> lt_status {
         LT_CHECK(check_handles(ctx, "allreduce", g, work));
-        LT_CHECK(check_reduce(ctx, "allreduce", dtype, op));
+        LT_CHECK(check_reduce(ctx, "allreduce", raw(dtype), raw(op)));
         LT_CHECK(check_buf(ctx, "allreduce", buf, count, dtype, 1));
         Op o;
         o.kind = Kind::Allreduce;
@@ -168,7 +181,7 @@ lt_status ltgloo_broadcast(lt_ctx *ctx, lt_backend_group *g, void *buf, size_t c
                            int root, lt_backend_work **work) {
     return guarded(ctx, "broadcast", [&]() -> lt_status {
         LT_CHECK(check_handles(ctx, "broadcast", g, work));
-        LT_CHECK(check_dtype(ctx, "broadcast", dtype));
+        LT_CHECK(check_dtype(ctx, "broadcast", raw(dtype)));
         LT_CHECK(check_buf(ctx, "broadcast", buf, count, dtype, 1));
         LT_CHECK(check_rank(ctx, "broadcast", "root", root, *g->g, true));
         Op o;
@@ -185,7 +198,7 @@ lt_status ltgloo_allgather(lt_ctx *ctx, lt_backend_group *g, const void *send, v
                            size_t count, lt_dtype dtype, lt_backend_work **work) {
     return guarded(ctx, "allgather", [&]() -> lt_status {
         LT_CHECK(check_handles(ctx, "allgather", g, work));
-        LT_CHECK(check_dtype(ctx, "allgather", dtype));
+        LT_CHECK(check_dtype(ctx, "allgather", raw(dtype)));
         LT_CHECK(check_buf(ctx, "allgather", send, count, dtype, 1));
         LT_CHECK(check_buf(ctx, "allgather", recv, count, dtype, (size_t)g->g->world));
         Op o;
@@ -202,7 +215,7 @@ lt_status ltgloo_reduce_scatter(lt_ctx *ctx, lt_backend_group *g, const void *se
                                 size_t count, lt_dtype dtype, lt_redop op, lt_backend_work **work) {
     return guarded(ctx, "reduce_scatter", [&]() -> lt_status {
         LT_CHECK(check_handles(ctx, "reduce_scatter", g, work));
-        LT_CHECK(check_reduce(ctx, "reduce_scatter", dtype, op));
+        LT_CHECK(check_reduce(ctx, "reduce_scatter", raw(dtype), raw(op)));
         LT_CHECK(check_buf(ctx, "reduce_scatter", send, count, dtype, (size_t)g->g->world));
         LT_CHECK(check_buf(ctx, "reduce_scatter", recv, count, dtype, 1));
         Op o;
@@ -220,7 +233,7 @@ lt_status ltgloo_send(lt_ctx *ctx, lt_backend_group *g, const void *buf, size_t 
                       lt_dtype dtype, int peer, uint32_t tag, lt_backend_work **work) {
     return guarded(ctx, "send", [&]() -> lt_status {
         LT_CHECK(check_handles(ctx, "send", g, work));
-        LT_CHECK(check_dtype(ctx, "send", dtype));
+        LT_CHECK(check_dtype(ctx, "send", raw(dtype)));
         LT_CHECK(check_buf(ctx, "send", buf, count, dtype, 1));
         LT_CHECK(check_rank(ctx, "send", "peer", peer, *g->g, false));
         Op o;
@@ -238,7 +251,7 @@ lt_status ltgloo_recv(lt_ctx *ctx, lt_backend_group *g, void *buf, size_t count,
                       int peer, uint32_t tag, lt_backend_work **work) {
     return guarded(ctx, "recv", [&]() -> lt_status {
         LT_CHECK(check_handles(ctx, "recv", g, work));
-        LT_CHECK(check_dtype(ctx, "recv", dtype));
+        LT_CHECK(check_dtype(ctx, "recv", raw(dtype)));
         LT_CHECK(check_buf(ctx, "recv", buf, count, dtype, 1));
         LT_CHECK(check_rank(ctx, "recv", "peer", peer, *g->g, false));
         Op o;
@@ -290,7 +303,7 @@ lt_status ltgloo_abort(lt_ctx *ctx, lt_backend_group *g) {
 lt_status ltgloo_supports(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out) {
     (void)ctx;
     if (!out) return LT_ERR_INVALID;
-    *out = lt_dtype_size(dtype) && ltgloo::reduce_fn(dtype, op);
+    *out = valid_dtype(raw(dtype)) && valid_redop(raw(op)) && ltgloo::reduce_fn(dtype, op);
     return LT_OK;
 }
 

@@ -31,8 +31,21 @@ std::string strip_location(const char *what) {
 
 bool contains(const std::string &s, const char *needle) { return s.find(needle) != std::string::npos; }
 
-/* Turns what gloo threw into a status and a message that says what and why. */
-lt_status describe_failure(const Group &g, const Work &w, std::exception_ptr ep, std::string &err) {
+/* "[10.0.0.2]:4123" must not match inside "[10.0.0.2]:41234". */
+bool mentions_address(const std::string &msg, const std::string &addr) {
+    for (size_t at = msg.find(addr); at != std::string::npos; at = msg.find(addr, at + 1)) {
+        size_t end = at + addr.size();
+        if (end == msg.size() || msg[end] < '0' || msg[end] > '9') return true;
+    }
+    return false;
+}
+
+/* Turns what gloo threw into a status and a message that says what and why.
+ * Called with the exception current; `peers` (by rank) names the peer gloo
+ * means by its address. */
+lt_status describe_failure(const Group &g, const Work &w,
+                           const std::vector<std::vector<std::string>> &peers,
+                           std::exception_ptr ep, std::string &err) {
     std::string msg;
     bool io = false;
     try {
@@ -52,13 +65,22 @@ lt_status describe_failure(const Group &g, const Work &w, std::exception_ptr ep,
     }
     if (contains(msg, "Timed out") || contains(msg, "timed out") || contains(msg, "timeout")) {
         err = w.label + ": timed out after " + std::to_string(g.timeout.count()) +
-              " ms; a rank did not join (it is stuck, gone, or issued different collectives) "
-              "(gloo: " + msg + ")";
+              " ms: a peer did not make the matching call (it is stuck or gone, or called "
+              "something else or with another size) (gloo: " + msg + ")";
         return LT_ERR_TIMEOUT;
     }
+    /* Which peer: by the address gloo names; failing that, the one a p2p op
+     * talks to, or the only other rank. */
+    int peer = -1;
+    for (size_t r = 0; r < peers.size(); r++)
+        for (const auto &addr : peers[r])
+            if (mentions_address(msg, addr)) peer = (int)r;
+    if (peer < 0 && (w.op.kind == Kind::Send || w.op.kind == Kind::Recv)) peer = w.op.peer;
+    if (peer < 0 && g.world == 2) peer = 1 - g.rank;
+    std::string who = peer >= 0 ? "peer rank " + std::to_string(peer) : "a peer";
     err = w.label + ": gloo: " + msg;
     if (contains(msg, "closed") || contains(msg, "reset") || contains(msg, "Broken pipe"))
-        err += " (a peer closed its connection: it exited, crashed or aborted)";
+        err += " (" + who + " closed its connection: it exited, crashed or aborted)";
     return io ? LT_ERR_IO : LT_ERR_PLUGIN;
 }
 
@@ -72,10 +94,10 @@ void finish(Group &g, Work &w, lt_status st, std::string err) {
 
 /* A failure breaks the group (gloo closes the pairs); later works fail fast.
  * Caller holds g.m. */
-void note_failure(Group &g, lt_status &st, std::string &err) {
-    if (g.aborted) {
+void note_failure(Group &g, Work &w, lt_status &st, std::string &err) {
+    if (g.aborted) { /* our own abort made gloo fail: say that, not what gloo saw */
         st = LT_ERR_ABORTED;
-        err += " (group '" + g.name + "' was aborted)";
+        err = w.label + ": group '" + g.name + "' was aborted";
     } else if (g.broken.empty()) {
         g.broken = err;
     }
@@ -104,10 +126,10 @@ void worker_main(std::shared_ptr<Group> gp, Worker *wk) {
         try {
             run_collective(g, *wk, w->op);
         } catch (...) {
-            st = describe_failure(g, *w, std::current_exception(), err);
+            st = describe_failure(g, *w, wk->peers, std::current_exception(), err);
         }
         lk.lock();
-        if (st != LT_OK) note_failure(g, st, err);
+        if (st != LT_OK) note_failure(g, *w, st, err);
         finish(g, *w, st, std::move(err));
     }
     wk->exited = true;
@@ -137,11 +159,11 @@ void p2p_main(std::shared_ptr<Group> gp) {
                 err = w->label + ": group '" + g.name + "' was aborted";
             }
         } catch (...) {
-            st = describe_failure(g, *w, std::current_exception(), err);
+            st = describe_failure(g, *w, g.workers[0]->peers, std::current_exception(), err);
         }
         lk.lock();
         wk.current.reset();
-        if (st != LT_OK && st != LT_ERR_ABORTED) note_failure(g, st, err);
+        if (st != LT_OK && st != LT_ERR_ABORTED) note_failure(g, *w, st, err);
         finish(g, *w, st, std::move(err));
     }
     wk.exited = true;
@@ -178,6 +200,9 @@ void stop_thread(Group &g, Worker &wk) {
     if (exited) {
         wk.thread.join();
     } else {
+        lt_log(nullptr, LT_LOG_WARN,
+               "gloo: a thread of aborted group '%s' is still inside gloo; it is left to end "
+               "at gloo's timeout (%lld ms)", g.name.c_str(), (long long)g.timeout.count());
         pin_library();
         wk.thread.detach(); /* it holds a reference to the group and frees it on exit */
     }
@@ -239,6 +264,7 @@ lt_status group_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
                   where + ": " + strip_location(e.what());
             return contains(err, "imeout") || contains(err, "imed out") ? LT_ERR_TIMEOUT : LT_ERR_IO;
         }
+        wk->peers = peer_addresses(*c);
         wk->ctx = std::move(c);
         g->workers.push_back(std::move(wk));
     }
@@ -260,12 +286,15 @@ std::shared_ptr<Work> group_issue(const std::shared_ptr<Group> &gp, const Op &op
     char label[200];
     const bool p2p = op.kind == Kind::Send || op.kind == Kind::Recv;
     if (p2p) {
-        snprintf(label, sizeof label, "%s #%" PRIu64 " %s rank %d (tag %u) on group '%s'",
+        /* p2p calls are not numbered alike on both sides: sequence 0. */
+        w->op.wire_tag = wire_tag(0, op);
+        snprintf(label, sizeof label, "%s #%" PRIu64 " %s rank %d (tag %u, %zu %s) on group '%s'",
                  kind_name(op.kind), ++g.p2p_seq, op.kind == Kind::Send ? "to" : "from", op.peer,
-                 op.tag, g.name.c_str());
+                 op.tag, op.count, lt_dtype_name(op.dtype), g.name.c_str());
     } else {
+        /* Collective numbers agree on every rank: collectives come in one order. */
         uint64_t seq = ++g.coll_seq;
-        w->op.tag = (uint32_t)seq; /* the same on every rank: collectives come in one order */
+        w->op.wire_tag = wire_tag(seq, op);
         snprintf(label, sizeof label, "%s #%" PRIu64 " on group '%s'", kind_name(op.kind), seq,
                  g.name.c_str());
     }
@@ -291,8 +320,8 @@ std::shared_ptr<Work> group_issue(const std::shared_ptr<Group> &gp, const Op &op
         post_p2p(g, *w);
     } catch (...) {
         std::string err;
-        lt_status st = describe_failure(g, *w, std::current_exception(), err);
-        note_failure(g, st, err);
+        lt_status st = describe_failure(g, *w, g.workers[0]->peers, std::current_exception(), err);
+        note_failure(g, *w, st, err);
         finish(g, *w, st, std::move(err));
         return w;
     }
@@ -349,10 +378,12 @@ void group_abort(Group &g) {
         g.cv_done.notify_all();
         g.cv_work.notify_all();
     }
-    /* Close with RST so peers blocked on us fail now instead of at their timeout. */
+    /* Wake our blocked workers and let peers blocked on us fail now rather
+     * than at their timeout. Should no socket be found (another transport
+     * layout), closing the pairs at least tells the peers. */
     for (auto &wk : g.workers) {
         try {
-            wk->ctx->closeConnections();
+            if (!interrupt_context(*wk->ctx)) wk->ctx->closeConnections();
         } catch (...) {
         }
     }

@@ -12,11 +12,12 @@
  * Failures. Any failed collective leaves gloo's pairs closed, so the group is
  * then "broken": later works fail at once naming the first failure. abort()
  * fails queued works, wakes every waiter, aborts pending p2p waits and closes
- * every connection (peers see the close and fail promptly). A worker already
- * inside a gloo collective cannot be interrupted; it runs until its gloo
- * timeout and then exits; destroy() after abort detaches such a thread (it
- * owns a reference to the group) and pins this library so it is never
- * unloaded under it. */
+ * every connection: the sockets under gloo's pairs are shut down, which
+ * gloo's event loop reads as end-of-file, failing the operations a worker is
+ * blocked in (and the peers' too) at once. Should a worker still be inside
+ * gloo after that (it can only last until gloo's timeout), destroy() detaches
+ * it (the thread owns a reference to the group) and pins this library so it is
+ * never unloaded under it. */
 #pragma once
 
 #include <chrono>
@@ -48,7 +49,8 @@ struct Op {
     lt_dtype dtype = LT_U8;
     lt_redop redop = LT_SUM;
     int peer = 0;               /* broadcast root, send/recv peer */
-    uint32_t tag = 0;           /* gloo tag: collective number, or the user's p2p tag */
+    uint32_t tag = 0;           /* the user's p2p tag; for collectives set by group_issue */
+    uint32_t wire_tag = 0;      /* what gloo sees: a fingerprint, see wire_tag() */
 };
 
 struct Work {
@@ -69,6 +71,7 @@ struct Worker {
     std::thread thread;
     bool exited = false;                     /* guarded by Group::m */
     std::vector<uint8_t> scratch;            /* reduce_scatter blocks; worker thread only */
+    std::vector<std::vector<std::string>> peers; /* peer_addresses(ctx), to name ranks in errors */
 };
 
 struct Group {
@@ -89,6 +92,14 @@ struct Group {
     ~Group();
 };
 
+/* The gloo tag (slot) of an operation: a hash of everything both sides must
+ * agree on (collective number, kind, count, dtype, op, root; for p2p the
+ * user's tag and byte count). gloo's event loop terminates the process when
+ * a peer sends more bytes than the posted receive holds; with the sizes in
+ * the tag, mismatched calls never meet, they time out instead (or the core's
+ * fingerprint check names them), and the process lives. */
+uint32_t wire_tag(uint64_t seq, const Op &op);
+
 /* Connects this rank's contexts through the store and starts the workers.
  * On failure returns the status and puts the message in err. */
 lt_status group_create(lt_ctx *ctx, lt_store *store, int rank, int world, const lt_pg_options *opt,
@@ -108,6 +119,13 @@ void group_stop(Group &g);
 void run_collective(Group &g, Worker &wk, const Op &op);
 /* Posts a send or recv on the p2p context; throws gloo's exceptions. */
 void post_p2p(Group &g, Work &w);
+
+/* Shuts down the sockets under ctx's pairs so gloo fails whatever waits on
+ * them and the peers see the close (gloo_sockets.cc). Returns how many. */
+int interrupt_context(gloo::Context &ctx);
+/* Each peer's address the ways gloo's messages may print it
+ * ("[10.0.0.2]:41234"), by rank; empty for self or unknown. */
+std::vector<std::vector<std::string>> peer_addresses(gloo::Context &ctx);
 
 /* Picks the TCP device: options' iface (an interface name, or else a host
  * name / address to bind), $GLOO_SOCKET_IFNAME, or automatically the local

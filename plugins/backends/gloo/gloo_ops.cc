@@ -1,7 +1,15 @@
-/* Each operation on a gloo context, with gloo's new (options-based) API only:
- * mixing in the old algorithm classes would let their pairs pin SO_SNDBUF at a
- * first small message (MEASURED.md). Buffers are used in place; nothing is
- * copied for allreduce and broadcast. */
+/* Each operation on a gloo context, with gloo's new (options-based) API only.
+ *
+ * Why only the new API: the old algorithm classes send through bound buffers,
+ * whose first send pins the pair's SO_SNDBUF at that message's size (a tiny
+ * first message leaves ~4.5 KB and 40 ms delayed-ACK stalls, MEASURED.md).
+ * Unbound-buffer sends never set SO_SNDBUF, so the kernel autotunes it: with a
+ * barrier as the very first op, the pairs' send buffers were at ~3.9 MB during
+ * 25 MiB allreduces. So there is nothing to pre-size as long as nothing here
+ * uses the old API.
+ *
+ * Buffers are used in place: allreduce, broadcast and in-place allgather copy
+ * nothing beyond what gloo's ring itself stages. */
 #include <cstring>
 
 #include <gloo/allgather.h>
@@ -40,7 +48,7 @@ void allreduce(Group &g, const std::shared_ptr<gloo::Context> &ctx, const Op &op
         gloo::AllreduceOptions o(ctx);
         o.setOutput(static_cast<T *>(op.buf), op.count); /* output doubles as input: in place */
         o.setReduceFunction(fn);
-        o.setTag(op.tag);
+        o.setTag(op.wire_tag);
         o.setTimeout(g.timeout);
         gloo::allreduce(o);
     });
@@ -52,7 +60,7 @@ void broadcast(Group &g, const std::shared_ptr<gloo::Context> &ctx, const Op &op
         gloo::BroadcastOptions o(ctx);
         o.setOutput(static_cast<T *>(op.buf), op.count);
         o.setRoot(op.peer);
-        o.setTag(op.tag);
+        o.setTag(op.wire_tag);
         o.setTimeout(g.timeout);
         gloo::broadcast(o);
     });
@@ -67,7 +75,7 @@ void allgather(Group &g, const std::shared_ptr<gloo::Context> &ctx, const Op &op
         o.setOutput(static_cast<T *>(op.buf), op.count * (size_t)g.world);
         /* Already in place when send is this rank's block of recv. */
         if (op.send != mine) o.setInput(static_cast<T *>(const_cast<void *>(op.send)), op.count);
-        o.setTag(op.tag);
+        o.setTag(op.wire_tag);
         o.setTimeout(g.timeout);
         gloo::allgather(o);
     });
@@ -92,7 +100,7 @@ void reduce_scatter(Group &g, Worker &wk, const Op &op) {
     auto input = ctx->createUnboundBuffer(const_cast<uint8_t *>(in), bytes * (size_t)n);
     std::unique_ptr<gloo::transport::UnboundBuffer> accb[2] = {
         ctx->createUnboundBuffer(acc[0], bytes), ctx->createUnboundBuffer(acc[1], bytes)};
-    const uint64_t slot = gloo::Slot::build(kReduceScatterSlotPrefix, op.tag);
+    const uint64_t slot = gloo::Slot::build(kReduceScatterSlotPrefix, op.wire_tag);
     const int right = (r + 1) % n, left = (r + n - 1) % n;
     for (int s = 0; s < n - 1; s++) {
         const int send_block = ((r - s - 1) % n + n) % n, recv_block = ((r - s - 2) % n + 2 * n) % n;
@@ -116,7 +124,7 @@ void reduce_scatter(Group &g, Worker &wk, const Op &op) {
 
 void barrier(Group &g, const std::shared_ptr<gloo::Context> &ctx, const Op &op) {
     gloo::BarrierOptions o(ctx);
-    o.setTag(op.tag);
+    o.setTag(op.wire_tag);
     o.setTimeout(g.timeout);
     gloo::barrier(o);
 }
@@ -129,6 +137,26 @@ void run_alone(const Op &op) {
 }
 
 } // namespace
+
+uint32_t wire_tag(uint64_t seq, const Op &op) {
+    const bool p2p = op.kind == Kind::Send || op.kind == Kind::Recv;
+    /* A send and its recv differ in kind and peer; only tag and size must agree. */
+    uint64_t parts[] = {seq,
+                        p2p ? 0u : (uint64_t)op.kind,
+                        op.count * lt_dtype_size(op.dtype),
+                        p2p ? 0u : (uint64_t)op.dtype,
+                        p2p ? 0u : (uint64_t)op.redop,
+                        p2p ? 0u : (uint64_t)(int64_t)op.peer,
+                        p2p ? op.tag : 0u};
+    uint64_t h = 0x6a09e667f3bcc909ull;
+    for (uint64_t v : parts) { /* splitmix64 steps: every input bit reaches all 32 output bits */
+        h += v + 0x9e3779b97f4a7c15ull;
+        h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+        h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+        h ^= h >> 31;
+    }
+    return (uint32_t)(h ^ (h >> 32));
+}
 
 const char *kind_name(Kind k) {
     switch (k) {
@@ -167,7 +195,7 @@ void post_p2p(Group &g, Work &w) {
     size_t bytes = op.count * lt_dtype_size(op.dtype);
     void *ptr = op.kind == Kind::Send ? const_cast<void *>(op.send) : op.buf;
     w.ubuf = g.workers[0]->ctx->createUnboundBuffer(ptr, bytes);
-    const uint64_t slot = gloo::Slot::build(kP2pSlotPrefix, op.tag);
+    const uint64_t slot = gloo::Slot::build(kP2pSlotPrefix, op.wire_tag);
     if (op.kind == Kind::Send)
         w.ubuf->send(op.peer, slot, 0, bytes);
     else

@@ -1,0 +1,199 @@
+#!/bin/bash
+# lt's distributed path on this machine, in one run:
+#  1. allreduce bus bandwidth, 2 ranks on loopback, lt's gloo backend through
+#     the backend ABI beside gloo::allreduce called directly (bench/allreduce_bench);
+#  2. Fashion-MNIST MLP 784-512-512-10 training throughput (samples/s, total
+#     over ranks) for batch per rank 64 and 512: lt 1 rank (single_device),
+#     lt 2 ranks ddp with overlap on and off, PyTorch 1 rank and PyTorch DDP
+#     2 ranks over gloo (bench/torch_ddp.py, one thread per rank), with the
+#     ratios lt ddp / torch ddp and lt ddp / lt single and the issue's targets.
+#
+#   bench/run_ddp_bench.sh [BUILD_DIR]        (default: build)
+#
+# lt runs through the real command (ltrun --strategy ddp --devices 2 ...) and
+# its "epoch 0 done: ... N samples/s" line: one epoch of 55000 samples, the
+# whole training loop. torch times the same number of samples after 20 warm-up
+# steps (its start-up of 1.5-2.5 s is not counted; lt's first steps are).
+#
+# Environment:
+#   REPS=3                rounds; each runs every lt configuration and both torch runs
+#   BATCHES="64 512"      batch sizes per rank
+#   LT_SET=""             extra ltrun arguments for the ddp runs (e.g. "--set strategy.compute_nice=0")
+#   ALLREDUCE=1           0 skips the allreduce part
+#   ALLREDUCE_ARGS=""     extra allreduce_bench arguments (e.g. "--rounds 5")
+#   TORCH_PY=/usr/bin/python3   Debian's python3-torch 1.13
+#   LT_FASHION_MNIST_DIR  data (default /usr/share/datasets/fashion-mnist)
+#
+# Figures: median of REPS, best in parentheses (the machine is shared and
+# noisy). The target verdicts use the medians. Nothing passes or fails on a
+# figure: the exit status is non-zero only when a program could not run.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+build=${1:-$root/build}
+build=$(cd "$build" 2>/dev/null && pwd) || { echo "run_ddp_bench: no build dir ${1:-$root/build}" >&2; exit 1; }
+ltrun=$build/ltrun
+if [ ! -x "$ltrun" ]; then
+    echo "run_ddp_bench: no $ltrun; build first: cmake -S $root -B $build && cmake --build $build -j2" >&2
+    exit 1
+fi
+REPS=${REPS:-3}
+BATCHES=${BATCHES:-"64 512"}
+LT_SET=${LT_SET:-}
+ALLREDUCE=${ALLREDUCE:-1}
+ALLREDUCE_ARGS=${ALLREDUCE_ARGS:-}
+TORCH_PY=${TORCH_PY:-/usr/bin/python3}
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+
+log=$(mktemp /tmp/run_ddp_bench.XXXXXX)
+trap 'rm -f "$log" "$log".*' EXIT
+status=0
+echo "# $(date -u +%FT%TZ) $(getconf _NPROCESSORS_ONLN) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); build $build; reps $REPS${LT_SET:+; lt ddp extra: $LT_SET}"
+
+# ---- 1. allreduce: lt backend ABI vs gloo direct ----
+if [ "$ALLREDUCE" = 1 ]; then
+    if [ -x "$build/bench/allreduce_bench" ]; then
+        echo
+        # shellcheck disable=SC2086
+        if ! "$build/bench/allreduce_bench" --plugin "$build/plugins/liblt-backend-gloo.so" $ALLREDUCE_ARGS \
+                >"$log.ar" 2>"$log.arerr"; then
+            echo "run_ddp_bench: allreduce_bench failed:" >&2; tail -5 "$log.arerr" >&2
+            status=1
+        fi
+        grep -v '^allreduce mib=' "$log.ar"
+    else
+        echo "run_ddp_bench: no $build/bench/allreduce_bench (gloo not found at configure time?); skipped" >&2
+    fi
+fi
+
+# ---- 2. training throughput ----
+have_torch=1
+if ! "$TORCH_PY" -c "import torch, numpy" 2>/dev/null; then
+    echo "run_ddp_bench: $TORCH_PY cannot import torch and numpy (apt install python3-torch); torch columns empty" >&2
+    have_torch=0
+fi
+
+common=(--plugin-dir "$build/plugins" --config "$root/examples/fashion_mnist/train.ini" --max-epochs 1 --no-test
+        --set trainer.limit_val_batches=0 --set trainer.num_sanity_val_steps=0
+        --set trainer.enable_checkpointing=false --set logger.csv=false
+        --set trainer.enable_progress_bar=false)
+if [ -n "${LT_FASHION_MNIST_DIR:-}" ]; then common+=(--set "data.dir=$LT_FASHION_MNIST_DIR"); fi
+
+# lt_run NAME BATCH ARGS...: one ltrun, its samples/s appended to the log.
+lt_run() {
+    local name=$1 b=$2; shift 2
+    local t0 t1 sps
+    t0=$(date +%s.%N)
+    if ! (cd "$root" && "$ltrun" "${common[@]}" --set "data.batch_size=$b" "$@") >"$log.out" 2>&1; then
+        echo "run_ddp_bench: ltrun ($name, batch $b) failed:" >&2; tail -5 "$log.out" >&2
+        status=1
+        return
+    fi
+    t1=$(date +%s.%N)
+    sps=$(sed -n 's/^epoch 0 done: .* \([0-9.]*\) samples\/s.*/\1/p' "$log.out" | tail -1)
+    if [ -z "$sps" ]; then
+        echo "run_ddp_bench: ltrun ($name, batch $b) printed no 'epoch 0 done' line:" >&2; tail -5 "$log.out" >&2
+        status=1
+        return
+    fi
+    echo "run=$name batch=$b samples_per_s=$sps" >>"$log"
+    printf '  [%s] %-16s batch=%-4s %8.0f samples/s  (command %.1f s)\n' "$rep" "$name" "$b" "$sps" \
+        "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
+}
+
+torch_run() {
+    local name=$1 world=$2
+    if ! "$TORCH_PY" "$here/torch_ddp.py" --world "$world" --batch "$(echo "$BATCHES" | tr ' ' ',')" \
+            >"$log.out" 2>"$log.err"; then
+        echo "run_ddp_bench: torch_ddp.py --world $world failed:" >&2; tail -5 "$log.err" >&2
+        status=1
+    fi
+    sed -n 's/^torch_ddp world=[0-9]* batch=\([0-9]*\) samples_per_s=\([0-9.]*\).*/\1 \2/p' "$log.out" |
+        while read -r b sps; do
+            echo "run=$name batch=$b samples_per_s=$sps" >>"$log"
+            printf '  [%s] %-16s batch=%-4s %8.0f samples/s\n' "$rep" "$name" "$b" "$sps"
+        done
+}
+
+echo
+echo "training runs (Fashion-MNIST MLP, one epoch = 55000 samples; samples/s total over ranks):"
+for rep in $(seq 1 "$REPS"); do
+    for b in $BATCHES; do
+        lt_run lt_single "$b" --strategy single_device --devices 1
+        # shellcheck disable=SC2086
+        lt_run lt_ddp_overlap "$b" --strategy ddp --devices 2 --set strategy.overlap=true $LT_SET
+        # shellcheck disable=SC2086
+        lt_run lt_ddp_nooverlap "$b" --strategy ddp --devices 2 --set strategy.overlap=false $LT_SET
+    done
+    if [ "$have_torch" = 1 ]; then
+        torch_run torch_single 1
+        torch_run torch_ddp 2
+    fi
+done
+
+python3 - "$log" "$BATCHES" <<'EOF'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    kv = dict(t.split("=", 1) for t in line.split() if "=" in t)
+    runs.setdefault((kv["run"], int(kv["batch"])), []).append(float(kv["samples_per_s"]))
+batches = [int(b) for b in sys.argv[2].split()]
+cols = [("lt_single", "lt 1 rank"), ("lt_ddp_overlap", "lt ddp overlap"),
+        ("lt_ddp_nooverlap", "lt ddp no-overlap"), ("torch_single", "torch 1 rank"),
+        ("torch_ddp", "torch DDP 2 ranks")]
+
+def med(run, b):
+    v = runs.get((run, b))
+    return statistics.median(v) if v else None
+
+def best(run, b):
+    v = runs.get((run, b))
+    return max(v) if v else None
+
+def cell(run, b):
+    m = med(run, b)
+    return "n/a" if m is None else "%6.0f (%6.0f)" % (m, best(run, b))
+
+def ratio(a, b_, batch, f):
+    x, y = f(a, batch), f(b_, batch)
+    return None if x is None or y is None or y == 0 else x / y
+
+def rcell(a, b_, batch):
+    m, bb = ratio(a, b_, batch, med), ratio(a, b_, batch, best)
+    return "n/a" if m is None else "%4.2f (%4.2f)" % (m, bb)
+
+print()
+print("samples/s, total over ranks: median of %d (best)" % max((len(v) for v in runs.values()), default=0))
+print("%6s" % "batch" + "".join("  %17s" % c[1] for c in cols))
+for b in batches:
+    print("%6d" % b + "".join("  %17s" % cell(c[0], b) for c in cols))
+print()
+print("ratios: median (of bests)")
+rc = [("lt_ddp_overlap", "torch_ddp", "lt ddp overlap / torch DDP"),
+      ("lt_ddp_nooverlap", "torch_ddp", "lt ddp no-overlap / torch DDP"),
+      ("lt_ddp_overlap", "lt_single", "lt ddp overlap / lt 1 rank"),
+      ("lt_ddp_nooverlap", "lt_single", "lt ddp no-overlap / lt 1 rank"),
+      ("lt_single", "torch_single", "lt 1 rank / torch 1 rank"),
+      ("torch_ddp", "torch_single", "torch DDP / torch 1 rank")]
+print("%6s" % "batch" + "".join("  %30s" % r[2] for r in rc))
+for b in batches:
+    print("%6d" % b + "".join("  %30s" % rcell(r[0], r[1], b) for r in rc))
+print()
+
+def target(run, ref, b, need, what):
+    m, bb = ratio(run, ref, b, med), ratio(run, ref, b, best)
+    if m is None:
+        print("target: %s at batch %d >= %.1fx: n/a (not measured)" % (what, b, need))
+    else:
+        print("target: %s at batch %d >= %.1fx: %.2fx (best %.2fx) -> %s" % (
+            what, b, need, m, bb, "met" if m >= need else "not met"))
+target("lt_ddp_overlap", "torch_ddp", 64, 2.0, "lt ddp (overlap, default) / torch DDP")
+target("lt_ddp_nooverlap", "torch_ddp", 64, 2.0, "lt ddp (no overlap) / torch DDP")
+target("lt_ddp_overlap", "lt_single", 512, 1.6, "lt ddp (overlap, default) / lt 1 rank")
+target("lt_ddp_nooverlap", "lt_single", 512, 1.6, "lt ddp (no overlap) / lt 1 rank")
+EOF
+if [ "$ALLREDUCE" = 1 ] && [ -s "$log.ar" ]; then
+    echo
+    grep '^allreduce mib=' "$log.ar"
+fi
+exit $status

@@ -1,0 +1,577 @@
+/* ltrun's launcher (see launcher.h for the contract): store on node 0, one
+ * worker process per device, supervision, restarts.
+ *
+ * Signals: SIGINT, SIGTERM, SIGHUP and SIGCHLD stay blocked in the launcher
+ * and are taken with sigtimedwait(), so a worker's exit or a user's ^C is
+ * handled in the one loop that also keeps the deadlines; the store server's
+ * thread blocks every signal itself. Workers get the launcher's original mask
+ * back before exec. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "launcher.h"
+#include "lt/store.h"
+#include "store_server.h"
+
+extern char **environ;
+
+#define GRACE_S 3.0 /* SIGTERM, then SIGKILL this much later */
+#define REAP_S 2.0  /* after SIGKILL: the 5 s promised in total */
+#define SEED_KEY "ltrun/seed"
+#define RESUME_KEY "ltrun/resume/%d"
+
+typedef struct worker {
+    pid_t pid;
+    bool alive;
+    int status; /* waitpid's */
+} worker;
+
+typedef struct outcome {
+    enum { OUT_OK, OUT_FAILED, OUT_SIGNALLED } kind;
+    int local;         /* the failed worker */
+    int status;        /* its wait status */
+    int others;        /* workers still running when it failed */
+    int signo;         /* what ltrun got (OUT_SIGNALLED) */
+    lt_status_slot at; /* its progress when it failed */
+} outcome;
+
+typedef struct launcher {
+    const lt_launch_info *info;
+    char **argv;
+    int argc, nproc, world;
+    char host[256];     /* this machine, for messages */
+    char store_host[256]; /* where the launcher's own client connects */
+    int port;
+    char seed[32];
+    char token[40];     /* generated for a one-node job; "" = the user's or none */
+    int threads;
+    lt_store_server *srv;
+    lt_store *client;
+    int slot_fd;
+    lt_status_slot *slots;
+    size_t slots_len;
+    worker *w;
+    int nalive;
+    int late_signal;    /* ^C during a shutdown: becomes the exit status */
+    sigset_t sigs, oldmask;
+    struct timespec started;
+} launcher;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ltrun: %s\n", buf);
+    fflush(stderr);
+}
+
+static double mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int usable_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* A host is local when a socket can bind one of its addresses. */
+static int addr_is_local(const char *host, bool *local) {
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(host, NULL, &hints, &res);
+    if (rc) {
+        say("error: launcher.master_addr = '%s' does not resolve (%s); set --master-addr to node 0's host name or IP address",
+            host, gai_strerror(rc));
+        return -1;
+    }
+    *local = false;
+    for (struct addrinfo *ai = res; ai && !*local; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) continue;
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0) *local = true;
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return 0;
+}
+
+static int connect_client(launcher *L) {
+    if (L->client) return 0;
+    int tmo_ms = (L->info->rdzv_timeout_s > 0 ? L->info->rdzv_timeout_s : 300) * 1000;
+    char err[1024];
+    if (lt_store_connect(L->store_host, L->port, L->token[0] ? L->token : NULL, tmo_ms, &L->client, err,
+                         sizeof err) != LT_OK) {
+        say("error: node %d: %s (launcher.rdzv_timeout_s = %d)", L->info->node_rank, err,
+            L->info->rdzv_timeout_s);
+        L->client = NULL;
+        return -1;
+    }
+    lt_store_set_timeout(L->client, tmo_ms);
+    return 0;
+}
+
+/* Node 0: the store, on master_addr when it is this machine's address
+ * (loopback stays private), else on every interface. */
+static int start_store(launcher *L) {
+    const lt_launch_info *in = L->info;
+    const char *addr = in->master_addr[0] ? in->master_addr : "127.0.0.1";
+    bool local = false;
+    if (addr_is_local(addr, &local)) return -1;
+    int port = in->master_port;
+    if (port == 0 && in->num_nodes > 1) {
+        say("error: several nodes need an agreed port: set --master-port (launcher.master_port) on every node");
+        return -1;
+    }
+    if (!getenv("LT_RDZV_TOKEN") || !*getenv("LT_RDZV_TOKEN")) {
+        /* One node: nobody else needs to join, so a random token keeps other
+         * local users out of the store. Several nodes share the user's. */
+        unsigned char r[16];
+        if (in->num_nodes == 1 && getrandom(r, sizeof r, 0) == (ssize_t)sizeof r)
+            for (int i = 0; i < 16; i++) snprintf(L->token + 2 * i, 3, "%02x", r[i]);
+    }
+    char err[1024];
+    lt_status st = lt_store_server_start(local ? addr : NULL, port, L->token[0] ? L->token : NULL, &L->srv,
+                                         &L->port, err, sizeof err);
+    if (st != LT_OK) {
+        say("error: cannot host the rendezvous store: %s", err);
+        return -1;
+    }
+    snprintf(L->store_host, sizeof L->store_host, "%s", local ? addr : "127.0.0.1");
+    return 0;
+}
+
+/* One seed for every rank of every node (see launcher.h). */
+static int choose_seed(launcher *L) {
+    const lt_launch_info *in = L->info;
+    const char *env = getenv("LT_GLOBAL_SEED");
+    if (in->seed[0]) snprintf(L->seed, sizeof L->seed, "%s", in->seed);
+    else if (env && *env) snprintf(L->seed, sizeof L->seed, "%s", env);
+    if (in->node_rank == 0) {
+        if (!L->seed[0]) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            unsigned long long s = ((unsigned long long)ts.tv_nsec ^ (unsigned long long)getpid() * 2654435761ull ^
+                                    (unsigned long long)ts.tv_sec) % 4294967296ull;
+            snprintf(L->seed, sizeof L->seed, "%llu", s);
+            printf("ltrun: no seed set (trainer.seed): every rank uses %s\n", L->seed);
+        }
+        if (in->num_nodes > 1) {
+            if (connect_client(L)) return -1;
+            if (lt_store_set(L->client, SEED_KEY, L->seed, strlen(L->seed)) != LT_OK) {
+                say("error: cannot publish the seed in the rendezvous store: %s", lt_store_error(L->client));
+                return -1;
+            }
+        }
+        return 0;
+    }
+    if (L->seed[0]) return 0;
+    if (connect_client(L)) return -1;
+    void *v = NULL;
+    size_t len = 0;
+    if (lt_store_get(L->client, SEED_KEY, &v, &len) != LT_OK) {
+        say("error: node %d: no seed from node 0: %s", in->node_rank, lt_store_error(L->client));
+        return -1;
+    }
+    snprintf(L->seed, sizeof L->seed, "%.*s", (int)(len < sizeof L->seed ? len : sizeof L->seed - 1), (char *)v);
+    free(v);
+    return 0;
+}
+
+static int make_slots(launcher *L) {
+    L->slots_len = (size_t)L->nproc * sizeof(lt_status_slot);
+    L->slot_fd = memfd_create("ltrun-status", MFD_CLOEXEC);
+    if (L->slot_fd < 0 || ftruncate(L->slot_fd, (off_t)L->slots_len)) {
+        say("error: cannot create the status slots (memfd): %s", strerror(errno));
+        return -1;
+    }
+    L->slots = mmap(NULL, L->slots_len, PROT_READ | PROT_WRITE, MAP_SHARED, L->slot_fd, 0);
+    if (L->slots == MAP_FAILED) {
+        L->slots = NULL;
+        say("error: cannot map the status slots: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The worker's environment: ours with the rank variables replaced. Built
+ * before fork, since the child of a threaded process may not allocate. */
+typedef struct env_list {
+    char **envp;
+    int nown; /* envp[0..nown) are ours to free */
+} env_list;
+
+static void env_free(env_list *e) {
+    if (!e->envp) return;
+    for (int i = 0; i < e->nown; i++) free(e->envp[i]);
+    free(e->envp);
+    e->envp = NULL;
+}
+
+static int env_build(launcher *L, int local, int restart, env_list *e) {
+    const lt_launch_info *in = L->info;
+    struct { const char *k; char v[300]; } kv[16];
+    int n = 0;
+#define PUT(key, ...) do { kv[n].k = key; snprintf(kv[n].v, sizeof kv[n].v, __VA_ARGS__); n++; } while (0)
+    PUT("MASTER_ADDR", "%s", in->master_addr[0] ? in->master_addr : "127.0.0.1");
+    PUT("MASTER_PORT", "%d", L->port);
+    PUT("WORLD_SIZE", "%d", L->world);
+    PUT("RANK", "%d", in->node_rank * L->nproc + local);
+    PUT("LOCAL_RANK", "%d", local);
+    PUT("NODE_RANK", "%d", in->node_rank);
+    PUT("GROUP_RANK", "%d", in->node_rank);
+    PUT("LOCAL_WORLD_SIZE", "%d", L->nproc);
+    PUT("LT_GLOBAL_SEED", "%s", L->seed);
+    PUT("LT_RESTART_COUNT", "%d", restart);
+    PUT("LT_STATUS_FD", "%d", L->slot_fd);
+    if (L->token[0]) PUT("LT_RDZV_TOKEN", "%s", L->token);
+    if (!getenv("OPENBLAS_NUM_THREADS")) PUT("OPENBLAS_NUM_THREADS", "%d", L->threads);
+    if (!getenv("OMP_NUM_THREADS")) PUT("OMP_NUM_THREADS", "%d", L->threads);
+#undef PUT
+    size_t nenv = 0;
+    while (environ[nenv]) nenv++;
+    e->nown = 0;
+    e->envp = calloc(nenv + (size_t)n + 1, sizeof *e->envp);
+    if (!e->envp) return -1;
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(kv[i].k) + strlen(kv[i].v) + 2;
+        if (!(e->envp[i] = malloc(len))) { env_free(e); return -1; }
+        snprintf(e->envp[i], len, "%s=%s", kv[i].k, kv[i].v);
+        e->nown++;
+    }
+    size_t j = (size_t)n;
+    for (size_t i = 0; i < nenv; i++) {
+        bool replaced = false;
+        for (int k = 0; k < n && !replaced; k++) {
+            size_t kl = strlen(kv[k].k);
+            replaced = !strncmp(environ[i], kv[k].k, kl) && environ[i][kl] == '=';
+        }
+        if (!replaced) e->envp[j++] = environ[i];
+    }
+    e->envp[j] = NULL;
+    return 0;
+}
+
+static void kill_alive(launcher *L, int sig) {
+    for (int i = 0; i < L->nproc; i++)
+        if (L->w[i].alive) kill(L->w[i].pid, sig);
+}
+
+static bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+
+/* Collects every exited worker. With o, the first failure is recorded; of
+ * several seen at once, one killed by a signal wins: its peers most likely
+ * failed because it vanished. */
+static void reap(launcher *L, outcome *o) {
+    bool first_batch = o && o->kind != OUT_FAILED;
+    for (;;) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p <= 0) {
+            if (p < 0 && errno == EINTR) continue;
+            break;
+        }
+        int i = 0;
+        while (i < L->nproc && !(L->w[i].alive && L->w[i].pid == p)) i++;
+        if (i == L->nproc) continue;
+        L->w[i].alive = false;
+        L->w[i].status = st;
+        L->nalive--;
+        if (!first_batch || !failed(st)) continue;
+        bool better = o->kind != OUT_FAILED || (WIFSIGNALED(st) && !WIFSIGNALED(o->status));
+        if (!better) continue;
+        o->kind = OUT_FAILED;
+        o->local = i;
+        o->status = st;
+        lt_status_slot *s = &L->slots[i];
+        o->at.global_step = __atomic_load_n(&s->global_step, __ATOMIC_RELAXED);
+        o->at.epoch = __atomic_load_n(&s->epoch, __ATOMIC_RELAXED);
+        o->at.phase = __atomic_load_n(&s->phase, __ATOMIC_RELAXED);
+    }
+    if (o && o->kind == OUT_FAILED && first_batch) o->others = L->nalive;
+}
+
+/* Waits up to timeout_s (< 0: 1 s) for a signal; returns it, 0 for a child's
+ * exit or the timeout. */
+static int wait_signal(launcher *L, double timeout_s) {
+    if (timeout_s < 0) timeout_s = 1.0;
+    struct timespec ts = {(time_t)timeout_s, (long)((timeout_s - (double)(time_t)timeout_s) * 1e9)};
+    siginfo_t si;
+    int s = sigtimedwait(&L->sigs, &si, &ts);
+    return s < 0 || s == SIGCHLD ? 0 : s;
+}
+
+/* SIGTERM (or the signal ltrun got), SIGKILL GRACE_S later, all reaped
+ * within GRACE_S + REAP_S. A second ^C skips the grace period. */
+static void stop_group(launcher *L, int first_sig) {
+    if (!L->nalive) return;
+    kill_alive(L, first_sig);
+    double deadline = mono() + GRACE_S;
+    bool killed = false;
+    for (;;) {
+        reap(L, NULL);
+        if (!L->nalive) return;
+        double now = mono();
+        if (now >= deadline) {
+            if (killed) break;
+            kill_alive(L, SIGKILL);
+            killed = true;
+            deadline = now + REAP_S;
+            continue;
+        }
+        int sig = wait_signal(L, deadline - now);
+        if (sig && !killed) {
+            L->late_signal = sig;
+            kill_alive(L, SIGKILL);
+            killed = true;
+            deadline = mono() + REAP_S;
+        }
+    }
+    for (int i = 0; i < L->nproc; i++)
+        if (L->w[i].alive) say("warning: worker pid %d did not exit %g s after SIGKILL", (int)L->w[i].pid, REAP_S);
+}
+
+static void supervise(launcher *L, outcome *o) {
+    memset(o, 0, sizeof *o);
+    o->local = -1;
+    for (;;) {
+        reap(L, o);
+        if (o->kind == OUT_FAILED) {
+            stop_group(L, SIGTERM);
+            return;
+        }
+        if (!L->nalive) return;
+        int sig = wait_signal(L, -1);
+        if (sig) {
+            o->kind = OUT_SIGNALLED;
+            o->signo = sig;
+            say("got %s: passed it on to the %d running rank%s and stopped them",
+                sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP", L->nalive, L->nalive == 1 ? "" : "s");
+            stop_group(L, sig);
+            return;
+        }
+    }
+}
+
+/* Starts the whole group; on failure stops those already started. */
+static int start_group(launcher *L, int restart, const char *resume) {
+    char **args = calloc((size_t)L->argc + 3, sizeof *args);
+    if (!args) {
+        say("error: out of memory");
+        return -1;
+    }
+    for (int i = 0; i < L->argc; i++) args[i] = L->argv[i];
+    if (resume && *resume) {
+        args[L->argc] = "--ckpt-path"; /* the last --ckpt-path wins */
+        args[L->argc + 1] = (char *)resume;
+    }
+    memset(L->slots, 0, L->slots_len);
+    pid_t parent = getpid();
+    int rc = 0;
+    for (int i = 0; i < L->nproc && !rc; i++) {
+        env_list e = {0};
+        if (env_build(L, i, restart, &e)) {
+            say("error: out of memory building worker %d's environment", i);
+            rc = -1;
+            break;
+        }
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            /* Only async-signal-safe calls from here to exec. */
+            sigprocmask(SIG_SETMASK, &L->oldmask, NULL);
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphans, even if ltrun is killed */
+            if (getppid() != parent) _exit(127);
+            fcntl(L->slot_fd, F_SETFD, 0);
+            execve("/proc/self/exe", args, e.envp);
+            static const char msg[] = "ltrun: worker: cannot execute /proc/self/exe\n";
+            ssize_t wr = write(2, msg, sizeof msg - 1);
+            (void)wr;
+            _exit(127);
+        }
+        int err = errno;
+        env_free(&e);
+        if (pid < 0) {
+            say("error: cannot start worker %d (local rank %d): fork: %s", L->info->node_rank * L->nproc + i, i,
+                strerror(err));
+            rc = -1;
+            break;
+        }
+        L->w[i] = (worker){.pid = pid, .alive = true};
+        L->nalive++;
+    }
+    free(args);
+    if (rc) stop_group(L, SIGKILL);
+    return rc;
+}
+
+static void report(launcher *L, const outcome *o) {
+    int st = o->status;
+    char how[160], where[160];
+    if (WIFSIGNALED(st)) {
+        const char *d = strsignal(WTERMSIG(st));
+        snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(st), d ? d : "?");
+    } else {
+        snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(st));
+    }
+    long long step = (long long)o->at.global_step, epoch = (long long)o->at.epoch;
+    /* The slot says how far it got: setup (START/SETUP), training (TRAIN, or
+     * FAILED once fit returned an error) or past fit (DONE). */
+    if (o->at.phase <= LT_PHASE_SETUP) snprintf(where, sizeof where, "during setup, before training started");
+    else if (o->at.phase == LT_PHASE_DONE) snprintf(where, sizeof where, "after training finished (step %lld, epoch %lld)", step, epoch);
+    else if (step == 0 && epoch == 0) snprintf(where, sizeof where, "before its first step (setup or step 0)");
+    else snprintf(where, sizeof where, "at step %lld (epoch %lld)", step, epoch);
+    say("rank %d (host %s, pid %d) %s %s; %s", L->info->node_rank * L->nproc + o->local, L->host,
+        (int)L->w[o->local].pid, how, where,
+        o->others ? (L->info->num_nodes > 1 ? "stopped the other ranks on this node" : "stopped the other ranks")
+                  : "no other rank was running here");
+}
+
+/* The checkpoint a restart resumes from: this launch's last.safetensors
+ * (node 0 decides, the others follow); "" = start over. */
+static int resume_path(launcher *L, int restart, char *out, size_t n) {
+    const lt_launch_info *in = L->info;
+    char key[64];
+    snprintf(key, sizeof key, RESUME_KEY, restart);
+    out[0] = 0;
+    if (in->node_rank == 0) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/last.safetensors", in->ckpt_dir);
+        struct stat sb;
+        if (stat(path, &sb) == 0 && (sb.st_mtim.tv_sec > L->started.tv_sec ||
+                                     (sb.st_mtim.tv_sec == L->started.tv_sec && sb.st_mtim.tv_nsec >= L->started.tv_nsec)))
+            snprintf(out, n, "%s", path);
+        if (in->num_nodes > 1) {
+            char val[1300];
+            snprintf(val, sizeof val, "%s%s", out[0] ? "ckpt:" : "none", out);
+            if (connect_client(L)) return -1;
+            if (lt_store_set(L->client, key, val, strlen(val)) != LT_OK) {
+                say("error: cannot tell the other nodes where to resume: %s", lt_store_error(L->client));
+                return -1;
+            }
+        }
+        return 0;
+    }
+    if (connect_client(L)) return -1;
+    void *v = NULL;
+    size_t len = 0;
+    if (lt_store_get(L->client, key, &v, &len) != LT_OK) {
+        say("error: node %d: node 0 did not say where restart %d resumes: %s", in->node_rank, restart,
+            lt_store_error(L->client));
+        return -1;
+    }
+    char val[1300];
+    snprintf(val, sizeof val, "%.*s", (int)(len < sizeof val ? len : sizeof val - 1), (char *)v);
+    free(v);
+    if (!strncmp(val, "ckpt:", 5)) {
+        snprintf(out, n, "%s", val + 5);
+        if (access(out, R_OK)) {
+            say("error: node 0 resumes from %s, which this node (%s) cannot read: %s; put checkpoint.dirpath on a file system every node shares",
+                out, L->host, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int ltrun_launch(const lt_launch_info *info, char **argv) {
+    launcher L = {.info = info, .argv = argv, .slot_fd = -1};
+    while (argv[L.argc]) L.argc++;
+    L.nproc = info->nproc_per_node;
+    L.world = info->nproc_per_node * info->num_nodes;
+    L.port = info->master_port;
+    clock_gettime(CLOCK_REALTIME, &L.started);
+    if (gethostname(L.host, sizeof L.host - 1)) snprintf(L.host, sizeof L.host, "?");
+    snprintf(L.store_host, sizeof L.store_host, "%s", info->master_addr[0] ? info->master_addr : "127.0.0.1");
+    int cores = usable_cores();
+    L.threads = cores / L.nproc > 1 ? cores / L.nproc : 1;
+    if (L.nproc < 1) {
+        say("error: trainer.devices gives %d processes per node; need at least 1", L.nproc);
+        return 1;
+    }
+    /* A signal ignored since ltrun started stays ignored, for the workers
+     * too (they inherit it): nohup's SIGHUP, SIGINT of a background job. */
+    sigemptyset(&L.sigs);
+    const int stop_sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof stop_sigs / sizeof stop_sigs[0]; i++) {
+        struct sigaction sa;
+        if (sigaction(stop_sigs[i], NULL, &sa) == 0 && sa.sa_handler == SIG_IGN) continue;
+        sigaddset(&L.sigs, stop_sigs[i]);
+    }
+    sigaddset(&L.sigs, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &L.sigs, &L.oldmask);
+
+    int rc = 1;
+    char resume[1400] = "";
+    L.w = calloc((size_t)L.nproc, sizeof *L.w);
+    if (!L.w) {
+        say("error: out of memory");
+        goto out;
+    }
+    if (info->node_rank == 0 && start_store(&L)) goto out;
+    if (choose_seed(&L) || make_slots(&L)) goto out;
+    printf("ltrun: node %d of %d (%s): starting %d worker%s, ranks %d-%d of %d; rendezvous store at %s:%d%s; %d thread%s each\n",
+           info->node_rank, info->num_nodes, L.host, L.nproc, L.nproc == 1 ? "" : "s", info->node_rank * L.nproc,
+           info->node_rank * L.nproc + L.nproc - 1, L.world, info->master_addr[0] ? info->master_addr : "127.0.0.1",
+           L.port, info->node_rank == 0 ? " (hosted here)" : "", L.threads, L.threads == 1 ? "" : "s");
+    for (int restart = 0;; restart++) {
+        if (start_group(&L, restart, resume)) goto out;
+        outcome o;
+        supervise(&L, &o);
+        if (L.late_signal) {
+            rc = 128 + L.late_signal;
+            break;
+        }
+        if (o.kind == OUT_OK) {
+            rc = 0;
+            break;
+        }
+        if (o.kind == OUT_SIGNALLED) {
+            rc = 128 + o.signo;
+            break;
+        }
+        report(&L, &o);
+        rc = WIFSIGNALED(o.status) ? 128 + WTERMSIG(o.status) : 1;
+        if (restart >= info->max_restarts) break;
+        if (resume_path(&L, restart + 1, resume, sizeof resume)) {
+            rc = 1;
+            break;
+        }
+        if (resume[0])
+            say("restarting all %d rank%s on this node (restart %d of %d, LT_RESTART_COUNT=%d), resuming from %s", L.nproc,
+                L.nproc == 1 ? "" : "s", restart + 1, info->max_restarts, restart + 1, resume);
+        else
+            say("restarting all %d rank%s on this node (restart %d of %d, LT_RESTART_COUNT=%d) from the beginning: this run wrote no %s/last.safetensors yet",
+                L.nproc, L.nproc == 1 ? "" : "s", restart + 1, info->max_restarts, restart + 1, info->ckpt_dir);
+    }
+out:
+    stop_group(&L, SIGKILL); /* only after a launcher error: none is alive otherwise */
+    if (L.client) lt_store_close(L.client);
+    lt_store_server_stop(L.srv);
+    if (L.slots) munmap(L.slots, L.slots_len);
+    if (L.slot_fd >= 0) close(L.slot_fd);
+    free(L.w);
+    sigprocmask(SIG_SETMASK, &L.oldmask, NULL);
+    return rc;
+}
