@@ -5,11 +5,15 @@ diagnostic for bench/run_ddp_bench.sh's ddp runs; any python3).
     bench/thread_stats.py [--steps N] [--interval S] -- COMMAND ARGS...
 
 Runs COMMAND, polls /proc every --interval seconds for it and every
-descendant process, keeps each thread's last utime/stime (ticks -> ms),
-voluntary / involuntary context switches, nice, and the system calls it was
-seen blocked in, and when the command exits prints one line per thread:
+descendant process, keeps each thread's last figures: CPU time and run-queue wait (schedstat,
+exact), user/sys split (stat, in clock ticks), voluntary / involuntary
+context switches, nice, and the system calls it was seen blocked in; when the
+command exits prints one line per thread:
 
-    pid tid role nice user_ms sys_ms vol_cs invol_cs [per-step ...]
+    pid tid comm role nice cpu_ms user_ms sys_ms runq_ms vol_cs invol_cs [per step ...]
+
+runq_ms is time the thread was runnable but not running (waiting for a CPU:
+the scheduling delay a woken communication thread suffers).
 
 role is a guess from where the thread was seen waiting: "main" (the
 process's first thread), "epoll" (gloo's TCP device loop: epoll_wait),
@@ -75,7 +79,13 @@ def sample(pid, tid):
         pass
     with open(f"{base}/comm") as f:
         comm = f.read().strip()
-    return utime, stime, nice, vol, invol, sc, comm
+    # schedstat: ns on a CPU, ns runnable but waiting for one, timeslices (exact, unlike ticks)
+    try:
+        with open(f"{base}/schedstat") as f:
+            oncpu, runq, _ = (int(v) for v in f.read().split()[:3])
+    except (OSError, ValueError):
+        oncpu = runq = 0
+    return utime, stime, nice, vol, invol, sc, comm, oncpu, runq
 
 
 def main():
@@ -110,13 +120,13 @@ def main():
     rc = proc.returncode
     print("# thread_stats: %d threads; ms of CPU and context switches up to the last poll" % len(last),
           file=sys.stderr)
-    hdr = "%7s %7s %-6s %-5s %4s %8s %8s %8s %8s" % ("pid", "tid", "comm", "role", "nice", "user_ms", "sys_ms",
-                                                   "vol_cs", "invol_cs")
+    hdr = "%7s %7s %-6s %-5s %4s %8s %8s %8s %8s %8s %8s" % (
+        "pid", "tid", "comm", "role", "nice", "cpu_ms", "user_ms", "sys_ms", "runq_ms", "vol_cs", "invol_cs")
     if a.steps:
-        hdr += "   per step: %7s %7s %6s %6s" % ("user_ms", "sys_ms", "vol", "invol")
+        hdr += "   per step: %7s %7s %7s %6s %6s" % ("cpu_ms", "sys_ms", "runq_ms", "vol", "invol")
     print(hdr, file=sys.stderr)
     tot = {}
-    for (pid, tid), (ut, st, nice, vol, invol, _, comm) in sorted(last.items()):
+    for (pid, tid), (ut, st, nice, vol, invol, _, comm, oncpu, runq) in sorted(last.items()):
         waits = seen.get((pid, tid), {})
         if tid == pid:
             role = "main"
@@ -127,16 +137,19 @@ def main():
         else:
             role = "?"
         um, sm = ut * 1000.0 / HZ, st * 1000.0 / HZ
-        line = "%7d %7d %-6s %-5s %4d %8.0f %8.0f %8d %8d" % (pid, tid, comm[:6], role, nice, um, sm, vol, invol)
+        cm, qm = oncpu / 1e6, runq / 1e6
+        line = "%7d %7d %-6s %-5s %4d %8.0f %8.0f %8.0f %8.0f %8d %8d" % (
+            pid, tid, comm[:6], role, nice, cm, um, sm, qm, vol, invol)
         if a.steps:
-            line += "   per step: %7.3f %7.3f %6.2f %6.2f" % (um / a.steps, sm / a.steps, vol / a.steps,
-                                                            invol / a.steps)
+            line += "   per step: %7.3f %7.3f %7.3f %6.2f %6.2f" % (
+                cm / a.steps, sm / a.steps, qm / a.steps, vol / a.steps, invol / a.steps)
         print(line, file=sys.stderr)
-        t = tot.setdefault(role, [0, 0, 0, 0])
-        for i, v in enumerate((um, sm, vol, invol)):
+        t = tot.setdefault(role, [0, 0, 0, 0, 0])
+        for i, v in enumerate((cm, sm, qm, vol, invol)):
             t[i] += v
     print("# totals by role over all processes: " + "; ".join(
-        "%s user %.0f ms sys %.0f ms vol %d invol %d" % (r, *v) for r, v in sorted(tot.items())), file=sys.stderr)
+        "%s cpu %.0f ms (sys %.0f) runq %.0f ms vol %d invol %d" % (r, *v) for r, v in sorted(tot.items())),
+        file=sys.stderr)
     sys.exit(rc)
 
 

@@ -23,7 +23,10 @@ void lt_ctx_init(lt_ctx *ctx, uint32_t kind, const char *name, const lt_plugin_h
 
 void lt_set_errorv(lt_ctx *ctx, const char *fmt, va_list ap) {
     (void)ctx;
-    vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+    /* Through a copy: callers forward messages with ("%s", lt_last_error()). */
+    char tmp[sizeof err_buf];
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    memcpy(err_buf, tmp, sizeof err_buf);
 }
 
 void lt_set_error(lt_ctx *ctx, const char *fmt, ...) {

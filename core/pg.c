@@ -94,6 +94,9 @@ lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_
         lt_pg_options o = {.struct_size = sizeof o, .prefix = pg->prefix, .timeout_ms = pg->timeout_ms,
                            .mem_kind = strcasecmp(r->accel.ctx.name, "cpu") ? LT_MEM_DEVICE : LT_MEM_HOST,
                            .device = r->world.device};
+        int64_t rdzv_s = 300;
+        lt_config_int(r->config, "launcher", "rdzv_timeout_s", &rdzv_s, NULL, 0);
+        o.connect_timeout_ms = rdzv_s * 1000;
         st = pg->b->create(pg->bctx, bstore, pg->rank, pg->size, &o, &pg->g);
         if (st != LT_OK) {
             lt_run_fail(r, st, "rank %d: creating process group '%s' with %s: %s", pg->rank, pg->name,

@@ -158,6 +158,7 @@ static lt_status adopt_results(lt_trainer *t) {
     r->strategy.ctx.owner = r;
     r->strategy.desc = d;
     r->launch = LT_LAUNCH_NONE;
+    t->quiet = true;
     LT_CHECK(lt_trainer_setup_worker(t));
     lt_model *m = r->model;
     if (t->spawn_nparams != m->total)

@@ -258,7 +258,13 @@ lt_status lt_trainer_fit(lt_trainer *t) {
         if (!external) return lt_trainer_fit_spawn(t);
     }
     lt_status st = run_fit(t);
-    if (r->status_slot) r->status_slot->phase = st == LT_OK ? LT_PHASE_DONE : LT_PHASE_FAILED;
+    /* A failure during setup keeps phase SETUP so ltrun can say so. */
+    if (r->status_slot && (st == LT_OK || r->status_slot->phase == LT_PHASE_TRAIN))
+        r->status_slot->phase = st == LT_OK ? LT_PHASE_DONE : LT_PHASE_FAILED;
+    /* A failed rank aborts its groups first: its peers' collectives fail at
+     * once (the group ends within seconds) and on_train_end's own
+     * communication cannot wait on ranks that are still training. */
+    if (st != LT_OK && r->default_pg) lt_pg_abort(r->default_pg);
     if (r->strategy.loaded && t->worker_ready) {
         lt_status s2 = LT_STRAT(r)->on_train_end(&r->strategy.ctx, r);
         if (st == LT_OK && s2 != LT_OK) st = lt_run_hook_failed(r, &r->strategy, "on_train_end", s2);

@@ -16,6 +16,8 @@ lt_status lt_run_fail(lt_run *r, lt_status st, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(r->error, sizeof r->error, fmt, ap);
     va_end(ap);
+    /* Plugins that called into the core forward lt_last_error(). */
+    lt_set_error(NULL, "%s", r->error);
     return st;
 }
 

@@ -194,7 +194,7 @@ static lt_status setup_optimizer(lt_trainer *t) {
     else if (!strcasecmp(rule, "sqrt")) o->lr = base * sqrt((double)eff / (double)ref);
     else if (strcasecmp(rule, "none"))
         return lt_run_fail(r, LT_ERR_INVALID, "optimizer.lr_scaling = '%s': use none, linear or sqrt", rule);
-    if (r->world.global_rank == 0)
+    if (r->world.global_rank == 0 && !t->quiet)
         printf("lt: effective batch size %lld = %lld per process x %d (%s) x %lld accumulation; lr %g (lr_scaling %s, reference batch %lld, base lr %g)\n",
                (long long)eff, (long long)t->batch_size, mult, r->strategy.ctx.name, (long long)r->accumulate,
                o->lr, rule, (long long)ref, base);

@@ -69,7 +69,7 @@ typedef struct launcher {
     worker *w;
     int nalive;
     int late_signal;    /* ^C during a shutdown: becomes the exit status */
-    sigset_t sigs, oldmask;
+    sigset_t sigs, stop_sigs, oldmask; /* sigs = stop_sigs + SIGCHLD */
     struct timespec started;
 } launcher;
 
@@ -352,23 +352,41 @@ static void stop_group(launcher *L, int first_sig) {
         if (L->w[i].alive) say("warning: worker pid %d did not exit %g s after SIGKILL", (int)L->w[i].pid, REAP_S);
 }
 
+/* A stop signal already pending, or 0. */
+static int take_stop_signal(launcher *L) {
+    struct timespec zero = {0, 0};
+    int s = sigtimedwait(&L->stop_sigs, NULL, &zero);
+    return s > 0 ? s : 0;
+}
+
+static void signalled(launcher *L, outcome *o, int sig) {
+    o->kind = OUT_SIGNALLED;
+    o->signo = sig;
+    say("got %s: passed it on to the %d running rank%s and stopped them",
+        sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP", L->nalive, L->nalive == 1 ? "" : "s");
+    stop_group(L, sig);
+}
+
 static void supervise(launcher *L, outcome *o) {
     memset(o, 0, sizeof *o);
     o->local = -1;
     for (;;) {
         reap(L, o);
         if (o->kind == OUT_FAILED) {
+            /* ^C in a terminal reaches the workers too: one dying of it is
+             * the user's doing, not a failure to report or restart after. */
+            int sig = take_stop_signal(L);
+            if (sig) {
+                signalled(L, o, sig);
+                return;
+            }
             stop_group(L, SIGTERM);
             return;
         }
         if (!L->nalive) return;
         int sig = wait_signal(L, -1);
         if (sig) {
-            o->kind = OUT_SIGNALLED;
-            o->signo = sig;
-            say("got %s: passed it on to the %d running rank%s and stopped them",
-                sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP", L->nalive, L->nalive == 1 ? "" : "s");
-            stop_group(L, sig);
+            signalled(L, o, sig);
             return;
         }
     }
@@ -512,15 +530,17 @@ int ltrun_launch(const lt_launch_info *info, char **argv) {
     }
     /* A signal ignored since ltrun started stays ignored, for the workers
      * too (they inherit it): nohup's SIGHUP, SIGINT of a background job. */
-    sigemptyset(&L.sigs);
+    sigemptyset(&L.stop_sigs);
     const int stop_sigs[] = {SIGINT, SIGTERM, SIGHUP};
     for (size_t i = 0; i < sizeof stop_sigs / sizeof stop_sigs[0]; i++) {
         struct sigaction sa;
         if (sigaction(stop_sigs[i], NULL, &sa) == 0 && sa.sa_handler == SIG_IGN) continue;
-        sigaddset(&L.sigs, stop_sigs[i]);
+        sigaddset(&L.stop_sigs, stop_sigs[i]);
     }
+    L.sigs = L.stop_sigs;
     sigaddset(&L.sigs, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &L.sigs, &L.oldmask);
+    signal(SIGCHLD, SIG_DFL); /* an inherited SIG_IGN would reap the workers behind our back */
+    sigprocmask(SIG_SETMASK, NULL, &L.oldmask);
 
     int rc = 1;
     char resume[1400] = "";
@@ -531,10 +551,16 @@ int ltrun_launch(const lt_launch_info *info, char **argv) {
     }
     if (info->node_rank == 0 && start_store(&L)) goto out;
     if (choose_seed(&L) || make_slots(&L)) goto out;
-    printf("ltrun: node %d of %d (%s): starting %d worker%s, ranks %d-%d of %d; rendezvous store at %s:%d%s; %d thread%s each\n",
+    /* From here on signals wait for the supervisor; before, with no worker
+     * yet, ^C simply ends ltrun (say while node 1 waits for node 0's seed). */
+    sigprocmask(SIG_BLOCK, &L.sigs, NULL);
+    char threads[96] = "";
+    if (!getenv("OPENBLAS_NUM_THREADS") || !getenv("OMP_NUM_THREADS"))
+        snprintf(threads, sizeof threads, "; %d thread%s each (%d cores)", L.threads, L.threads == 1 ? "" : "s", cores);
+    printf("ltrun: node %d of %d (%s): starting %d worker%s, ranks %d-%d of %d; rendezvous store at %s:%d%s%s\n",
            info->node_rank, info->num_nodes, L.host, L.nproc, L.nproc == 1 ? "" : "s", info->node_rank * L.nproc,
            info->node_rank * L.nproc + L.nproc - 1, L.world, info->master_addr[0] ? info->master_addr : "127.0.0.1",
-           L.port, info->node_rank == 0 ? " (hosted here)" : "", L.threads, L.threads == 1 ? "" : "s");
+           L.port, info->node_rank == 0 ? " (hosted here)" : "", threads);
     for (int restart = 0;; restart++) {
         if (start_group(&L, restart, resume)) goto out;
         outcome o;
@@ -562,7 +588,7 @@ int ltrun_launch(const lt_launch_info *info, char **argv) {
             say("restarting all %d rank%s on this node (restart %d of %d, LT_RESTART_COUNT=%d), resuming from %s", L.nproc,
                 L.nproc == 1 ? "" : "s", restart + 1, info->max_restarts, restart + 1, resume);
         else
-            say("restarting all %d rank%s on this node (restart %d of %d, LT_RESTART_COUNT=%d) from the beginning: this run wrote no %s/last.safetensors yet",
+            say("restarting all %d rank%s on this node (restart %d of %d, LT_RESTART_COUNT=%d) with the original arguments: this run wrote no %s/last.safetensors yet",
                 L.nproc, L.nproc == 1 ? "" : "s", restart + 1, info->max_restarts, restart + 1, info->ckpt_dir);
     }
 out:

@@ -26,11 +26,17 @@
  * restarts its own workers: a failure on one node reaches the others as a
  * failed collective, which fails their workers in turn.
  *
+ * Failures: the first worker to exit non-zero or by a signal is reported in
+ * one line on stderr ("ltrun: rank 1 (host h, pid 42) was killed by signal 9
+ * (Killed) at step 57 (epoch 0); stopped the other ranks", step and epoch from
+ * its status slot); the others get SIGTERM, then SIGKILL 3 s later, all
+ * reaped within 5 s. A worker that dies of the ^C ltrun also got is not a
+ * failure (no report, no restart).
+ *
  * Exit status: 0 when every worker exits 0; 1 when one exits non-zero (or
- * the launcher itself fails); 128 + N when one is killed by signal N; 130 /
- * 143 / 129 when ltrun gets SIGINT / SIGTERM / SIGHUP (forwarded to every
- * worker first). After a failure the others get SIGTERM, then SIGKILL 3 s
- * later; the launcher is gone within 5 s. Workers die with the launcher
+ * the launcher itself fails: store, seed, fork); 128 + N when one is killed
+ * by signal N; 130 / 143 / 129 when ltrun gets SIGINT / SIGTERM / SIGHUP
+ * (passed on to every worker first). Workers die with the launcher
  * (PR_SET_PDEATHSIG), so none is ever left behind. */
 #ifndef LTRUN_LAUNCHER_H
 #define LTRUN_LAUNCHER_H
@@ -39,9 +45,11 @@
 
 /* Runs the whole job and returns ltrun's exit status. argv is ltrun's own,
  * NULL-terminated; workers get it unchanged (plus --ckpt-path on a resume).
- * Called from main only, with no other threads running; it blocks SIGINT,
- * SIGTERM, SIGHUP (those not ignored when it is called: nohup's SIGHUP and a
- * background job's SIGINT stay ignored) and SIGCHLD for its whole run. */
+ * Called from main only, with no other threads running. Once it starts
+ * workers it blocks SIGINT, SIGTERM, SIGHUP (those not ignored when it is
+ * called: nohup's SIGHUP and a background job's SIGINT stay ignored, for the
+ * workers too) and SIGCHLD, and takes them in its supervision loop; it
+ * restores the mask before returning. */
 int ltrun_launch(const lt_launch_info *info, char **argv);
 
 #endif

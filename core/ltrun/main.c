@@ -72,7 +72,11 @@ int main(int argc, char **argv) {
         ltrun_args_free(&a);
         return rc;
     }
-    printf("lt: %s\n", lt_trainer_summary(t));
+    /* A worker ltrun started (LT_STATUS_FD) leaves the summary to ltrun; other
+     * launchers' workers print it from rank 0 only. */
+    const char *rank = getenv("RANK");
+    if (!getenv("LT_STATUS_FD") && (!rank || !*rank || !strcmp(rank, "0")))
+        printf("lt: %s\n", lt_trainer_summary(t));
     rc = run_stages(t, &a);
     lt_trainer_free(t);
     ltrun_args_free(&a);

@@ -131,6 +131,7 @@ lt_status ltgloo_create(lt_ctx *ctx, lt_store *store, int rank, int world, const
         if (OPT_HAS(opt, mem_kind)) o.mem_kind = opt->mem_kind;
         if (OPT_HAS(opt, iface)) o.iface = opt->iface;
         if (OPT_HAS(opt, num_threads)) o.num_threads = opt->num_threads;
+        if (OPT_HAS(opt, connect_timeout_ms)) o.connect_timeout_ms = opt->connect_timeout_ms;
         if (o.mem_kind != LT_MEM_HOST) {
             lt_set_error(ctx, "gloo create: the gloo backend works on host memory; use the nccl "
                               "backend for device buffers");

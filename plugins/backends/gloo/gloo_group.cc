@@ -250,7 +250,9 @@ lt_status group_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
     for (int i = 0; i < nthreads; i++) {
         auto wk = std::make_unique<Worker>();
         auto c = std::make_shared<gloo::rendezvous::Context>(rank, world);
-        c->setTimeout(g->timeout);
+        /* Joining waits for the slowest rank to start (the rendezvous
+         * timeout); collectives then get the group's own timeout. */
+        c->setTimeout(opt->connect_timeout_ms > 0 ? std::chrono::milliseconds(opt->connect_timeout_ms) : g->timeout);
         StoreAdapter adapter(store, prefix + "gloo/" + std::to_string(i) + "/");
         try {
             c->connectFullMesh(adapter, g->device);
@@ -264,6 +266,7 @@ lt_status group_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
                   where + ": " + strip_location(e.what());
             return contains(err, "imeout") || contains(err, "imed out") ? LT_ERR_TIMEOUT : LT_ERR_IO;
         }
+        c->setTimeout(g->timeout);
         wk->peers = peer_addresses(*c);
         wk->ctx = std::move(c);
         g->workers.push_back(std::move(wk));

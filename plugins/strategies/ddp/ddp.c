@@ -197,6 +197,17 @@ static lt_status ddp_barrier(lt_ctx *ctx, lt_run *run) {
     return st == LT_OK ? LT_OK : pg_failed(ctx, d, st);
 }
 
+/* Like Lightning's teardown barrier: a rank that made one collective more
+ * than the others (a metric logged with sync_dist on one rank only) meets
+ * the others' barrier under the same sequence number, and the fingerprint
+ * check names both instead of one rank exiting cleanly and the other
+ * seeing a closed connection. */
+static lt_status ddp_on_train_end(lt_ctx *ctx, lt_run *run) {
+    ddp *d = state(ctx);
+    if (!d || !d->pg) return LT_OK;
+    return ddp_barrier(ctx, run);
+}
+
 static lt_status ddp_teardown(lt_ctx *ctx, lt_run *run) {
     ddp *d = state(ctx);
     if (!d) return LT_OK;
@@ -226,6 +237,7 @@ static const lt_strategy_desc ddp_strategy = {
     .configure_ddp = ddp_configure_ddp,
     .on_backward_start = ddp_on_backward_start,
     .on_grad_ready = ddp_on_grad_ready,
+    .on_train_end = ddp_on_train_end,
     .before_optimizer_step = ddp_before_optimizer_step,
     .reduce = ddp_reduce,
     .all_gather = ddp_all_gather,

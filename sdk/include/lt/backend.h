@@ -36,6 +36,7 @@ typedef struct lt_pg_options {
     int32_t device;          /* device index for LT_MEM_DEVICE */
     const char *iface;       /* network interface or host address to bind; NULL = auto */
     int32_t num_threads;     /* worker threads (contexts) for async work; 0 = backend default */
+    int64_t connect_timeout_ms; /* create: how long to wait for every rank to join; 0 = timeout_ms */
 } lt_pg_options;
 
 typedef struct lt_backend_group lt_backend_group; /* the plugin's group */

@@ -1,0 +1,67 @@
+#!/bin/bash
+# ddp on 2 ranks must train the same model as one process with the combined
+# batch: ddp 2 x 32 vs single_device 64 (20 steps), and with gradient
+# accumulation ddp 2 x 16 x 2 vs single_device 64 (10 steps). Same seed,
+# shuffled data, SGD lr 0.05 momentum 0.9; the parameters of the last
+# checkpoints must agree to a relative difference of 1e-5.
+#
+# In float32 the two runs add the same gradients in a different order, so
+# single weights near zero drift apart by rounding: the elementwise measure
+# (|a-b| / max(|b|, 1e-3)) reaches ~1.3e-5 after 20 steps while the norm
+# ratio ||a-b||/||b|| stays ~1e-7. So float32 runs are held to 1e-5 on the
+# norm ratio and 1e-4 elementwise, and the same comparison in float64
+# (64-true) to 1e-10 on both, where any real difference (a wrong shard, a
+# wrong average, a missed reduction) would show at once.
+source "$(dirname "$0")/common.sh"
+it_init ddp_equivalence "$@"
+TOL=1e-5      # norm ratio, float32
+TOL_MAX=1e-4  # elementwise, float32
+TOL64=1e-10   # both, float64
+SAME=(--seed 1 --set data.shuffle=true --set optimizer.name=sgd --set optimizer.lr=0.05
+      --set optimizer.momentum=0.9 --max-epochs 1)
+
+train() { # train LABEL args... -> checkpoint in $IT_TMP/LABEL/checkpoints/last.safetensors
+    local label=$1; shift
+    run_ltrun "$label" "${BASE[@]}" "${SAME[@]}" --default-root-dir "$IT_TMP/$label" "$@"
+    check "$label: ltrun exits 0" [ "$RC" -eq 0 ]
+    check "$label: wrote checkpoints/last.safetensors" [ -s "$IT_TMP/$label/checkpoints/last.safetensors" ]
+}
+
+compare() { # compare A B: float32 parameters within $TOL (norm) and $TOL_MAX (elementwise)
+    cmp_with "$1" "$2" $TOL norm
+    cmp_with "$1" "$2" $TOL_MAX max
+}
+
+cmp_with() { # cmp_with A B TOL METRIC
+    echo "  comparing $1 with $2 ($4 <= $3):"
+    "$CKPT_COMPARE" "$IT_TMP/$1/checkpoints/last.safetensors" "$IT_TMP/$2/checkpoints/last.safetensors" $3 \
+        --metric $4 >"$IT_TMP/cmp-$1.txt" 2>&1
+    local rc=$?
+    sed -n '/^max relative/p;$p' "$IT_TMP/cmp-$1.txt" | sed 's/^/    /'
+    check "$1 equals $2 ($4 relative difference <= $3)" [ $rc -eq 0 ]
+}
+
+echo "ddp_equivalence: case 1: ddp 2 ranks x batch 32 vs single_device batch 64, 20 steps"
+train ddp32 --strategy ddp --devices 2 --batch-size 32 --max-steps 20
+train single64 --strategy single_device --devices 1 --batch-size 64 --max-steps 20
+check "ddp32 ran 2 workers" contains "$IT_TMP/ddp32.out" "starting 2 workers"
+compare ddp32 single64
+
+echo "ddp_equivalence: case 1 in float64 (64-true): ddp 2 x 32 vs single_device 64, 20 steps"
+train ddp32f64 --strategy ddp --devices 2 --batch-size 32 --max-steps 20 --precision 64-true
+train single64f64 --strategy single_device --devices 1 --batch-size 64 --max-steps 20 --precision 64-true
+cmp_with ddp32f64 single64f64 $TOL64 both
+
+echo "ddp_equivalence: case 2: ddp 2 ranks x batch 16 x accumulate 2 vs single_device batch 64, 10 steps"
+train ddp16x2 --strategy ddp --devices 2 --batch-size 16 --accumulate-grad-batches 2 --max-steps 10
+train single64s10 --strategy single_device --devices 1 --batch-size 64 --max-steps 10
+compare ddp16x2 single64s10
+train ddp16x2f64 --strategy ddp --devices 2 --batch-size 16 --accumulate-grad-batches 2 --max-steps 10 --precision 64-true
+train single64s10f64 --strategy single_device --devices 1 --batch-size 64 --max-steps 10 --precision 64-true
+cmp_with ddp16x2f64 single64s10f64 $TOL64 both
+
+echo "ddp_equivalence: sanity: the comparison notices a different run (seed 2)"
+train other --strategy single_device --devices 1 --batch-size 64 --max-steps 20 --seed 2
+"$CKPT_COMPARE" "$IT_TMP/other/checkpoints/last.safetensors" "$IT_TMP/single64/checkpoints/last.safetensors" $TOL --metric norm >/dev/null 2>&1
+check "ckpt_compare fails for seed 2 vs seed 1" [ $? -eq 1 ]
+it_finish

@@ -1,0 +1,94 @@
+#!/bin/bash
+# Two ltrun instances as two nodes (--num-nodes 2 --node-rank R --devices 1)
+# train what one process trains with the combined batch: 2 x 32 vs 64, 20
+# steps; node 0's last checkpoint must match to 1e-5 (norm ratio; 1e-4
+# elementwise, see ddp_equivalence.sh for why float32 needs both).
+# As root, with network namespaces, the nodes run in two namespaces joined
+# by a veth pair (10.231.0.1/24 and 10.231.0.2/24), so the rendezvous store
+# and gloo really go between two hosts; otherwise both run on loopback.
+#   a. seed fixed (--seed 1)
+#   b. no seed: node 0 picks one and node 1 must fetch it from the store
+source "$(dirname "$0")/common.sh"
+it_init two_nodes "$@"
+NS0=ltn0_$$ NS1=ltn1_$$ V0=ltv0_$$ V1=ltv1_$$
+netns_cleanup() {
+    ip netns del $NS0 2>/dev/null
+    ip netns del $NS1 2>/dev/null
+    it_cleanup
+}
+trap netns_cleanup EXIT
+if [ "$(id -u)" = 0 ] && ip netns add $NS0 2>/dev/null && ip netns add $NS1 &&
+   ip link add $V0 type veth peer name $V1 && ip link set $V0 netns $NS0 && ip link set $V1 netns $NS1 &&
+   ip -n $NS0 addr add 10.231.0.1/24 dev $V0 && ip -n $NS1 addr add 10.231.0.2/24 dev $V1 &&
+   ip -n $NS0 link set lo up && ip -n $NS1 link set lo up &&
+   ip -n $NS0 link set $V0 up && ip -n $NS1 link set $V1 up; then
+    echo "two_nodes: node 0 in netns $NS0 (10.231.0.1), node 1 in netns $NS1 (10.231.0.2)"
+    IN0=(ip netns exec $NS0) IN1=(ip netns exec $NS1) ADDR=10.231.0.1 PORT=29500
+    # A refused connection proves the other namespace answered.
+    check "the namespaces reach each other over the veth pair" bash -c \
+        "ip netns exec $NS1 timeout 3 bash -c 'exec 3<>/dev/tcp/10.231.0.1/9' 2>&1 | grep -q refused"
+else
+    echo "two_nodes: no network namespaces (not root, or ip netns is refused): both nodes on loopback"
+    ip netns del $NS0 2>/dev/null
+    IN0=() IN1=() ADDR=127.0.0.1 PORT=$("$TCP_PORT" free)
+fi
+SAME=(--set data.shuffle=true --set optimizer.name=sgd --set optimizer.lr=0.05
+      --set optimizer.momentum=0.9 --max-epochs 1 --max-steps 20)
+
+two_nodes() { # two_nodes LABEL args...
+    local label=$1; shift
+    local NODES=(--strategy ddp --num-nodes 2 --devices 1 --master-addr $ADDR --master-port $PORT
+                 --batch-size 32 --set launcher.rdzv_timeout_s=30)
+    "${IN0[@]}" "$LTRUN" "${BASE[@]}" "${SAME[@]}" "${NODES[@]}" --node-rank 0 "$@" \
+        --default-root-dir "$IT_TMP/$label-n0" >"$IT_TMP/$label-n0.out" 2>"$IT_TMP/$label-n0.err" &
+    local n0=$!
+    "${IN1[@]}" "$LTRUN" "${BASE[@]}" "${SAME[@]}" "${NODES[@]}" --node-rank 1 "$@" \
+        --default-root-dir "$IT_TMP/$label-n1" >"$IT_TMP/$label-n1.out" 2>"$IT_TMP/$label-n1.err" &
+    local n1=$!
+    IT_PIDS+=($n0 $n1)
+    wait $n0; local rc0=$?
+    wait $n1; local rc1=$?
+    for n in 0 1; do
+        local rc=$rc0; [ $n = 1 ] && rc=$rc1
+        [ $rc -ne 0 ] && { echo "  node $n exited $rc:"; show_tail "$IT_TMP/$label-n$n.err" 6; }
+        check "$label: node $n exits 0" [ $rc -eq 0 ]
+    done
+    check "$label: node 0 ran rank 0 of 2" contains "$IT_TMP/$label-n0.out" "node 0 of 2.*ranks 0-0 of 2"
+    check "$label: node 1 ran rank 1 of 2" contains "$IT_TMP/$label-n1.out" "node 1 of 2.*ranks 1-1 of 2"
+    check "$label: node 0 wrote checkpoints/last.safetensors" [ -s "$IT_TMP/$label-n0/checkpoints/last.safetensors" ]
+}
+
+compare() { # compare A B
+    local m tol
+    for m in norm max; do
+        tol=1e-5; [ $m = max ] && tol=1e-4
+        "$CKPT_COMPARE" "$IT_TMP/$1/checkpoints/last.safetensors" "$IT_TMP/$2/checkpoints/last.safetensors" \
+            $tol --metric $m >"$IT_TMP/cmp.txt" 2>&1
+        local rc=$?
+        sed -n '/^max relative/p' "$IT_TMP/cmp.txt" | sed 's/^/    /'
+        check "$1 equals $2 ($m relative difference <= $tol)" [ $rc -eq 0 ]
+    done
+}
+
+single() { # single LABEL SEED
+    run_ltrun $1 "${BASE[@]}" "${SAME[@]}" --strategy single_device --devices 1 --batch-size 64 \
+        --seed $2 --default-root-dir "$IT_TMP/$1"
+    check "$1: single process exits 0" [ "$RC" -eq 0 ]
+}
+
+echo "two_nodes: a. seed 1"
+two_nodes a --seed 1
+single single-1 1
+compare a-n0 single-1
+
+echo "two_nodes: b. no seed: node 0 chooses, node 1 fetches it"
+two_nodes b --set trainer.seed=
+SEED=$(sed -n 's/.*every rank uses \([0-9]*\).*/\1/p' "$IT_TMP/b-n0.out")
+echo "  node 0 chose seed ${SEED:-none}"
+check "b: node 0 announced the seed it chose" [ -n "$SEED" ]
+check "b: node 1 did not choose one of its own" bash -c "! grep -q 'every rank uses' '$IT_TMP/b-n1.out'"
+if [ -n "$SEED" ]; then
+    single single-b $SEED
+    compare b-n0 single-b
+fi
+it_finish
