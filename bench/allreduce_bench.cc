@@ -5,7 +5,7 @@
  * test: it only prints.
  *
  *   build/bench/allreduce_bench [--plugin PATH] [--sizes 1,4,16,64,100] [--rounds 3]
- *                               [--scale F] [--reduce gloo|same]
+ *                               [--scale F] [--reduce gloo|same] [--pairwise] [--busy NICE]
  *
  * The parent forks the two ranks before it has any thread (a fork taken while
  * another thread holds an allocator lock can deadlock the child), then hosts
@@ -14,19 +14,28 @@
  * through the store, and connects a second, independent gloo context (its own
  * TCP device on 127.0.0.1, gloo::rendezvous::FileStore in a temp dir).
  *
- * Per size (MiB of f32): `rounds` rounds, each running lt then direct: 2
+ * Per size (MiB of f32): `rounds` rounds, each running every path in turn: 2
  * warm-up calls, then `iters` timed calls back to back (sum, in place). Every
  * call is timed on both ranks; a call's time is the slower rank's. Printed:
  * median and best call time, bus bandwidth = 2*(n-1)/n * bytes / time (n = 2),
  * and lt/direct (bandwidth ratio: 1.00 = the ABI and its worker thread cost
  * nothing). The first call of each path is checked (rank0 + rank1 values).
  *
- * --reduce: the direct path's reduction function. "gloo" (default) is
- * gloo::sum<float> from gloo/math.h, compiled here at -O3 so it vectorizes;
- * "same" uses a plain vectorized loop equal to the plugin's.
+ * Options for looking into ddp's step (not needed for the comparison):
+ *  --reduce same  the direct path reduces with a plain loop equal to the
+ *                 plugin's instead of gloo::sum<float> (compiled here at -O3).
+ *  --pairwise     a third path, "pair": gloo called directly with another
+ *                 algorithm for 2 ranks: each rank sends its whole buffer to the
+ *                 peer and receives the peer's (one unbound-buffer send and recv,
+ *                 overlapped), then adds locally. Same bytes on the wire as the
+ *                 ring for n = 2, one exchange instead of 4 dependent segments.
+ *  --busy NICE    while timing, each rank also runs a thread at nice +NICE that
+ *                 spins on arithmetic: a stand-in for a training thread that
+ *                 keeps both cores busy, as in a ddp step overlapping backward.
  *
- * Output: a human table, and one machine-readable line per size:
+ * Output: a human table, then machine-readable lines:
  *   allreduce mib=16 iters=60 lt_med_ms=... lt_best_ms=... direct_med_ms=... ...
+ *   allreduce_pct mib=16 path=lt p10_ms=... p50_ms=... p90_ms=... max_ms=...
  * Bounded: the default plan takes about 20-30 s; a watchdog kills the ranks
  * after 120 s. */
 #include <dlfcn.h>
@@ -36,14 +45,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gloo/allreduce.h>
@@ -52,6 +65,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
 
 #include "lt/backend.h"
 #include "lt/store.h"
@@ -69,19 +83,25 @@ namespace {
 constexpr int kWorld = 2;
 constexpr int kWarmup = 2;
 constexpr int kMaxSizes = 16;
-constexpr int kMaxSamples = 4096; /* per method per size, over all rounds */
+constexpr int kMaxSamples = 4096; /* per path per size, over all rounds */
+constexpr int kPaths = 3;         /* lt, direct (ring), pair (direct, pairwise exchange) */
+const char *const kPathName[kPaths] = {"lt", "direct", "pair"};
 
 struct Plan {
     int nsizes = 0;
     double mib[kMaxSizes];
     int iters[kMaxSizes]; /* per round */
     int rounds = 3;
+    int npaths = 2;
+    int busy_nice = -1; /* -1: no busy thread */
+    bool same_reduce = false;
 };
 
 /* Shared with the children (MAP_SHARED before fork): call times by rank. */
 struct Results {
-    double t[kWorld][2][kMaxSizes][kMaxSamples]; /* [rank][0 lt, 1 direct][size][sample] seconds */
-    int n[kWorld][2][kMaxSizes];
+    double t[kWorld][kPaths][kMaxSizes][kMaxSamples]; /* seconds */
+    int n[kWorld][kPaths][kMaxSizes];
+    double busy_work[kWorld]; /* iterations the busy thread ran, per second */
     int ok[kWorld];
     char err[kWorld][512];
 };
@@ -105,13 +125,14 @@ __attribute__((noinline)) void plain_sum(void *c_, const void *a_, const void *b
     for (size_t i = 0; i < n; i++) c[i] = a[i] + b[i];
 }
 
+using ReduceFn = void (*)(void *, const void *, const void *, size_t);
+
 struct Child {
     int rank;
     Results *res;
     const Plan *plan;
     const char *plugin;
     const char *filestore_dir;
-    bool same_reduce;
     int port;
 };
 
@@ -121,8 +142,27 @@ struct Child {
         return 1;                                                                                  \
     } while (0)
 
+/* Spins on arithmetic at a lower priority until stop: both cores stay busy,
+ * as while a training step computes. */
+void busy_main(int nice_by, std::atomic<bool> *stop, double *rate) {
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_by);
+    float acc[64];
+    for (int i = 0; i < 64; i++) acc[i] = (float)i;
+    double t0 = now();
+    uint64_t it = 0;
+    while (!stop->load(std::memory_order_relaxed)) {
+        for (int k = 0; k < 4096; k++)
+            for (int i = 0; i < 64; i++) acc[i] = acc[i] * 0.999f + 0.001f;
+        it++;
+    }
+    volatile float sink = acc[7];
+    (void)sink;
+    *rate = it / (now() - t0);
+}
+
 int child_run(Child &c) {
     const int rank = c.rank;
+    const Plan &plan = *c.plan;
     /* lt's side: store client, plugin, group. */
     lt_store *store = nullptr;
     char err[512];
@@ -163,11 +203,14 @@ int child_run(Child &c) {
     }
 
     double maxmib = 0;
-    for (int s = 0; s < c.plan->nsizes; s++) maxmib = std::max(maxmib, c.plan->mib[s]);
+    for (int s = 0; s < plan.nsizes; s++) maxmib = std::max(maxmib, plan.mib[s]);
     const size_t maxn = (size_t)(maxmib * 1048576.0 / 4);
-    std::vector<float> a(maxn), b(maxn); /* lt's and direct's buffers, pages touched */
+    /* One buffer per path (pages touched), and the pairwise path's scratch. */
+    std::vector<std::vector<float>> buf(plan.npaths, std::vector<float>(maxn));
+    std::vector<float> scratch(plan.npaths > 2 ? maxn : 0);
 
-    uint64_t seq = 0;
+    const ReduceFn reduce = plan.same_reduce ? plain_sum : static_cast<ReduceFn>(&gloo::sum<float>);
+    uint32_t seq = 0;
     auto lt_call = [&](float *p, size_t n) -> bool {
         lt_backend_work *w = nullptr;
         if (be->allreduce(&ctx, g, p, n, LT_F32, LT_SUM, &w) != LT_OK) return false;
@@ -179,48 +222,65 @@ int child_run(Child &c) {
         gloo::AllreduceOptions opts(gctx);
         opts.setOutput(p, n);
         opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-        if (c.same_reduce)
-            opts.setReduceFunction(plain_sum);
-        else
-            opts.setReduceFunction(
-                static_cast<void (*)(void *, const void *, const void *, size_t)>(&gloo::sum<float>));
-        opts.setTag((uint32_t)(seq++ & 0xffffff));
+        opts.setReduceFunction(reduce);
+        opts.setTag(seq++ & 0xffffff);
         opts.setTimeout(std::chrono::seconds(60));
         gloo::allreduce(opts);
+    };
+    /* 2 ranks: swap whole buffers, add locally (a + b == b + a bit for bit,
+     * so both ranks hold the same sum). */
+    auto pair_call = [&](float *p, size_t n) {
+        const size_t bytes = n * sizeof(float);
+        const int peer = 1 - rank;
+        const uint64_t slot = gloo::Slot::build(0x50, seq++ & 0xffffff);
+        auto in = gctx->createUnboundBuffer(scratch.data(), bytes);
+        auto out = gctx->createUnboundBuffer(p, bytes);
+        in->recv(peer, slot, 0, bytes);
+        out->send(peer, slot, 0, bytes);
+        in->waitRecv(std::chrono::seconds(60));
+        out->waitSend(std::chrono::seconds(60));
+        reduce(p, p, scratch.data(), n);
+    };
+    auto call = [&](int m, float *p, size_t n) -> bool {
+        if (m == 0) return lt_call(p, n);
+        if (m == 1) direct_call(p, n);
+        else pair_call(p, n);
+        return true;
     };
 
     /* Correctness once per path on a mid-sized buffer, then zeros (sums of
      * zeros stay zero: no overflow, no denormals, over any number of calls). */
-    {
+    try {
         size_t n = std::min(maxn, (size_t)1 << 20);
-        for (size_t i = 0; i < n; i++) a[i] = b[i] = (float)(rank + 1) * (float)(i % 97);
-        if (!lt_call(a.data(), n)) FAIL(c, "lt allreduce: %s", lt_last_error(&ctx));
-        try {
-            direct_call(b.data(), n);
-        } catch (const std::exception &e) {
-            FAIL(c, "gloo allreduce: %s", e.what());
+        for (int m = 0; m < plan.npaths; m++) {
+            float *p = buf[m].data();
+            for (size_t i = 0; i < n; i++) p[i] = (float)(rank + 1) * (float)(i % 97);
+            if (!call(m, p, n)) FAIL(c, "lt allreduce: %s", lt_last_error(&ctx));
+            for (size_t i = 0; i < n; i++)
+                if (p[i] != 3.0f * (float)(i % 97))
+                    FAIL(c, "%s: wrong sum at %zu: %g, want %g", kPathName[m], i, p[i], 3.0f * (float)(i % 97));
+            std::fill(buf[m].begin(), buf[m].end(), 0.0f);
         }
-        for (size_t i = 0; i < n; i++) {
-            float want = 3.0f * (float)(i % 97);
-            if (a[i] != want || b[i] != want)
-                FAIL(c, "wrong sum at %zu: lt %g direct %g want %g", i, a[i], b[i], want);
-        }
-        std::fill(a.begin(), a.end(), 0.0f);
-        std::fill(b.begin(), b.end(), 0.0f);
+    } catch (const std::exception &e) {
+        FAIL(c, "gloo allreduce: %s", e.what());
     }
 
+    std::atomic<bool> stop{false};
+    std::thread busy;
+    if (plan.busy_nice >= 0) busy = std::thread(busy_main, plan.busy_nice, &stop, &c.res->busy_work[rank]);
+    int rc = 0;
     try {
-        for (int s = 0; s < c.plan->nsizes; s++) {
-            const size_t n = (size_t)(c.plan->mib[s] * 1048576.0 / 4);
-            for (int r = 0; r < c.plan->rounds; r++) {
-                for (int m = 0; m < 2; m++) {
-                    float *p = m == 0 ? a.data() : b.data();
-                    for (int i = 0; i < kWarmup + c.plan->iters[s]; i++) {
+        for (int s = 0; s < plan.nsizes && !rc; s++) {
+            const size_t n = (size_t)(plan.mib[s] * 1048576.0 / 4);
+            for (int r = 0; r < plan.rounds && !rc; r++) {
+                for (int m = 0; m < plan.npaths && !rc; m++) {
+                    float *p = buf[m].data();
+                    for (int i = 0; i < kWarmup + plan.iters[s]; i++) {
                         double t0 = now();
-                        if (m == 0) {
-                            if (!lt_call(p, n)) FAIL(c, "lt allreduce: %s", lt_last_error(&ctx));
-                        } else {
-                            direct_call(p, n);
+                        if (!call(m, p, n)) {
+                            snprintf(c.res->err[rank], sizeof c.res->err[0], "lt allreduce: %s", lt_last_error(&ctx));
+                            rc = 1;
+                            break;
                         }
                         double dt = now() - t0;
                         int &k = c.res->n[rank][m][s];
@@ -230,8 +290,12 @@ int child_run(Child &c) {
             }
         }
     } catch (const std::exception &e) {
-        FAIL(c, "gloo allreduce: %s", e.what());
+        snprintf(c.res->err[rank], sizeof c.res->err[0], "gloo allreduce: %s", e.what());
+        rc = 1;
     }
+    stop = true;
+    if (busy.joinable()) busy.join();
+    if (rc) return rc;
 
     be->destroy(&ctx, g);
     lt_store_close(store);
@@ -239,16 +303,23 @@ int child_run(Child &c) {
     return 0;
 }
 
-double median(std::vector<double> v) {
+double median_sorted(const std::vector<double> &v) {
     if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
     size_t m = v.size() / 2;
     return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
+/* Per-call times of one path and size: the slower rank's, in call order. */
+std::vector<double> calls(const Results &res, int m, int s) {
+    std::vector<double> v;
+    int k = std::min(res.n[0][m][s], res.n[1][m][s]);
+    for (int i = 0; i < k; i++) v.push_back(std::max(res.t[0][m][s][i], res.t[1][m][s][i]));
+    return v;
+}
+
 void usage() {
     fprintf(stderr, "usage: allreduce_bench [--plugin PATH] [--sizes MIB,...] [--rounds N] [--scale F] "
-                    "[--reduce gloo|same]\n");
+                    "[--reduce gloo|same] [--pairwise] [--busy NICE]\n");
 }
 
 } // namespace
@@ -257,7 +328,6 @@ int main(int argc, char **argv) {
     std::string plugin = std::string(LT_BENCH_PLUGIN_DIR) + "/liblt-backend-gloo.so";
     std::string sizes = "1,4,16,64,100";
     double scale = 1.0;
-    bool same_reduce = false;
     Plan plan;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -266,7 +336,9 @@ int main(int argc, char **argv) {
         else if (a == "--sizes" && v) sizes = argv[++i];
         else if (a == "--rounds" && v) plan.rounds = std::max(1, atoi(argv[++i]));
         else if (a == "--scale" && v) scale = atof(argv[++i]);
-        else if (a == "--reduce" && v) same_reduce = std::string(argv[++i]) == "same";
+        else if (a == "--reduce" && v) plan.same_reduce = std::string(argv[++i]) == "same";
+        else if (a == "--pairwise") plan.npaths = 3;
+        else if (a == "--busy" && v) plan.busy_nice = std::max(0, atoi(argv[++i]));
         else {
             usage();
             return 2;
@@ -318,7 +390,7 @@ int main(int argc, char **argv) {
             for (int q = 0; q <= r; q++) close(pipes[q][1]);
             int port = 0;
             if (read(pipes[r][0], &port, sizeof port) != (ssize_t)sizeof port || port <= 0) _exit(9);
-            Child c{r, res, &plan, plugin.c_str(), dir, same_reduce, port};
+            Child c{r, res, &plan, plugin.c_str(), dir, port};
             int rc = child_run(c);
             fflush(stdout);
             _exit(rc);
@@ -374,58 +446,66 @@ int main(int argc, char **argv) {
         if (!res->ok[r] && res->err[r][0]) fprintf(stderr, "allreduce_bench: rank %d: %s\n", r, res->err[r]);
     if (status) return 1;
 
-    printf("allreduce, %d ranks on loopback, f32 sum in place, ring; %d rounds x (2 warm-up + N timed) "
-           "per path; time = slower rank; busbw = 2(n-1)/n * bytes / time\n",
+    printf("allreduce, %d ranks on loopback, f32 sum in place; %d rounds x (2 warm-up + N timed) per path; "
+           "time = slower rank; busbw = 2(n-1)/n * bytes / time\n",
            kWorld, plan.rounds);
-    printf("direct reduce function: %s\n", same_reduce ? "plain loop (the plugin's)" : "gloo::sum<float> (-O3)");
-    printf("%8s %5s | %21s %13s | %21s %13s | %13s\n", "MiB", "N", "lt ms med (best)", "lt GB/s",
+    printf("lt: gloo backend plugin via lt/backend.h (ring on its worker thread); direct: gloo::allreduce ring "
+           "on this thread, reduce %s%s",
+           plan.same_reduce ? "plain loop (the plugin's)" : "gloo::sum<float> (-O3)",
+           plan.npaths > 2 ? "; pair: direct, whole-buffer exchange + local sum" : "");
+    if (plan.busy_nice >= 0) printf("; a thread per rank spins at nice +%d while timing", plan.busy_nice);
+    printf("\n");
+    printf("%8s %5s | %21s %13s | %21s %13s | %13s", "MiB", "N", "lt ms med (best)", "lt GB/s",
            "direct ms med (best)", "direct GB/s", "lt/direct");
-    for (int s = 0; s < plan.nsizes; s++) {
-        double bytes = plan.mib[s] * 1048576.0;
-        double f = 2.0 * (kWorld - 1) / kWorld * bytes / 1e9;
-        double med[2], best[2];
-        int n = res->n[0][0][s];
-        for (int m = 0; m < 2; m++) {
-            std::vector<double> v;
-            int k = std::min(res->n[0][m][s], res->n[1][m][s]);
-            for (int i = 0; i < k; i++) v.push_back(std::max(res->t[0][m][s][i], res->t[1][m][s][i]));
-            med[m] = median(v);
-            best[m] = *std::min_element(v.begin(), v.end());
+    if (plan.npaths > 2) printf(" | %21s %13s", "pair ms med (best)", "pair GB/s");
+    printf("\n");
+    struct Stat {
+        double med, best;
+    };
+    std::vector<std::vector<Stat>> st(plan.nsizes, std::vector<Stat>(plan.npaths));
+    for (int s = 0; s < plan.nsizes; s++)
+        for (int m = 0; m < plan.npaths; m++) {
+            std::vector<double> v = calls(*res, m, s);
+            std::sort(v.begin(), v.end());
+            st[s][m] = {median_sorted(v), v.empty() ? 0 : v[0]};
         }
-        printf("%8g %5d | %9.3f (%9.3f) %5.2f (%5.2f) | %9.3f (%9.3f) %5.2f (%5.2f) | %5.2f (%5.2f)\n",
-               plan.mib[s], n, med[0] * 1e3, best[0] * 1e3, f / med[0], f / best[0], med[1] * 1e3,
-               best[1] * 1e3, f / med[1], f / best[1], med[1] / med[0], best[1] / best[0]);
+    for (int s = 0; s < plan.nsizes; s++) {
+        double f = 2.0 * (kWorld - 1) / kWorld * plan.mib[s] * 1048576.0 / 1e9;
+        auto &x = st[s];
+        printf("%8g %5d | %9.3f (%9.3f) %5.2f (%5.2f) | %9.3f (%9.3f) %5.2f (%5.2f) | %5.2f (%5.2f)", plan.mib[s],
+               res->n[0][0][s], x[0].med * 1e3, x[0].best * 1e3, f / x[0].med, f / x[0].best, x[1].med * 1e3,
+               x[1].best * 1e3, f / x[1].med, f / x[1].best, x[1].med / x[0].med, x[1].best / x[0].best);
+        if (plan.npaths > 2)
+            printf(" | %9.3f (%9.3f) %5.2f (%5.2f)", x[2].med * 1e3, x[2].best * 1e3, f / x[2].med, f / x[2].best);
+        printf("\n");
     }
     printf("(GB/s: median (best); lt/direct: bandwidth ratio of medians (of bests))\n");
     for (int s = 0; s < plan.nsizes; s++) {
-        double bytes = plan.mib[s] * 1048576.0;
-        double f = 2.0 * (kWorld - 1) / kWorld * bytes / 1e9;
-        double med[2], best[2];
-        for (int m = 0; m < 2; m++) {
-            std::vector<double> v;
-            int k = std::min(res->n[0][m][s], res->n[1][m][s]);
-            for (int i = 0; i < k; i++) v.push_back(std::max(res->t[0][m][s][i], res->t[1][m][s][i]));
-            med[m] = median(v);
-            best[m] = *std::min_element(v.begin(), v.end());
-        }
+        double f = 2.0 * (kWorld - 1) / kWorld * plan.mib[s] * 1048576.0 / 1e9;
+        auto &x = st[s];
         printf("allreduce mib=%g iters=%d lt_med_ms=%.4f lt_best_ms=%.4f direct_med_ms=%.4f "
-               "direct_best_ms=%.4f lt_busbw_gbs=%.3f direct_busbw_gbs=%.3f ratio_med=%.3f ratio_best=%.3f\n",
-               plan.mib[s], res->n[0][0][s], med[0] * 1e3, best[0] * 1e3, med[1] * 1e3, best[1] * 1e3,
-               f / med[0], f / med[1], med[1] / med[0], best[1] / best[0]);
+               "direct_best_ms=%.4f lt_busbw_gbs=%.3f direct_busbw_gbs=%.3f ratio_med=%.3f ratio_best=%.3f",
+               plan.mib[s], res->n[0][0][s], x[0].med * 1e3, x[0].best * 1e3, x[1].med * 1e3, x[1].best * 1e3,
+               f / x[0].med, f / x[1].med, x[1].med / x[0].med, x[1].best / x[0].best);
+        if (plan.npaths > 2)
+            printf(" pair_med_ms=%.4f pair_best_ms=%.4f pair_busbw_gbs=%.3f", x[2].med * 1e3, x[2].best * 1e3,
+                   f / x[2].med);
+        printf("\n");
     }
     /* The spread: a median far above the best is the scheduler, not the wire. */
     for (int s = 0; s < plan.nsizes; s++) {
-        for (int m = 0; m < 2; m++) {
-            std::vector<double> v;
-            int k = std::min(res->n[0][m][s], res->n[1][m][s]);
-            for (int i = 0; i < k; i++) v.push_back(std::max(res->t[0][m][s][i], res->t[1][m][s][i]));
+        for (int m = 0; m < plan.npaths; m++) {
+            auto v = calls(*res, m, s);
             std::sort(v.begin(), v.end());
             auto pct = [&](double q) { return v.empty() ? 0.0 : v[(size_t)(q * (v.size() - 1) + 0.5)] * 1e3; };
             printf("allreduce_pct mib=%g path=%s p10_ms=%.3f p25_ms=%.3f p50_ms=%.3f p75_ms=%.3f p90_ms=%.3f "
                    "max_ms=%.3f\n",
-                   plan.mib[s], m ? "direct" : "lt", pct(0.1), pct(0.25), pct(0.5), pct(0.75), pct(0.9), pct(1.0));
+                   plan.mib[s], kPathName[m], pct(0.1), pct(0.25), pct(0.5), pct(0.75), pct(0.9), pct(1.0));
         }
     }
+    if (plan.busy_nice >= 0)
+        printf("allreduce_busy rank0_iters_per_s=%.0f rank1_iters_per_s=%.0f\n", res->busy_work[0],
+               res->busy_work[1]);
     printf("allreduce wall_s=%.1f\n", wall);
     return 0;
 }

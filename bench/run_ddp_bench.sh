@@ -60,7 +60,7 @@ if [ "$ALLREDUCE" = 1 ]; then
             echo "run_ddp_bench: allreduce_bench failed:" >&2; tail -5 "$log.arerr" >&2
             status=1
         fi
-        grep -v '^allreduce mib=' "$log.ar"
+        grep -v '^allreduce[_ ]' "$log.ar"
     else
         echo "run_ddp_bench: no $build/bench/allreduce_bench (gloo not found at configure time?); skipped" >&2
     fi
@@ -194,6 +194,6 @@ target("lt_ddp_nooverlap", "lt_single", 512, 1.6, "lt ddp (no overlap) / lt 1 ra
 EOF
 if [ "$ALLREDUCE" = 1 ] && [ -s "$log.ar" ]; then
     echo
-    grep '^allreduce mib=' "$log.ar"
+    grep '^allreduce[_ ]' "$log.ar"
 fi
 exit $status

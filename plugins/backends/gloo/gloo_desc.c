@@ -6,6 +6,8 @@ static const lt_param_spec gloo_params[] = {
      "gloo contexts (each with a worker thread) per group; collectives are dealt round-robin"},
     {"iface", LT_PARAM_STRING, NULL,
      "network interface or local address for gloo's TCP pairs (default: the one routing to MASTER_ADDR)"},
+    {"realtime", LT_PARAM_STRING, "auto",
+     "auto | on | off: run communication threads at SCHED_FIFO 1 (auto: when permitted) so they are not kept waiting behind training threads"},
     {NULL, 0, NULL, NULL},
 };
 

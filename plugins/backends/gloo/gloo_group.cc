@@ -1,3 +1,4 @@
+#include <cstring>
 /* Group lifecycle, work queues, waits and abort (see gloo_group.h). */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include <gloo/rendezvous/context.h>
 
 #include "gloo_group.h"
+#include "gloo_rt.h"
 #include "gloo_store.h"
 
 namespace ltgloo {
@@ -236,6 +238,20 @@ lt_status group_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
     const char *iface = opt->iface;
     if (!iface || !*iface) iface = lt_param_str(ctx, "iface", nullptr);
 
+    const char *rt = lt_param_str(ctx, "realtime", "auto");
+    if (strcmp(rt, "auto") && strcmp(rt, "on") && strcmp(rt, "off")) {
+        err = std::string("backend.realtime = '") + rt + "': use auto, on or off";
+        return LT_ERR_INVALID;
+    }
+    g->realtime = strcmp(rt, "off") && rt_permitted();
+    if (!g->realtime && !strcmp(rt, "on")) {
+        err = "backend.realtime = on, but this process may not use SCHED_FIFO; grant CAP_SYS_NICE or "
+              "RLIMIT_RTPRIO >= 1 (ulimit -r 1), or set backend.realtime = auto";
+        return LT_ERR_UNSUPPORTED;
+    }
+    /* Threads made below (gloo's device loop, the workers) inherit this. */
+    RtScope rt_scope(g->realtime);
+
     double t0 = lt_now();
     std::string where;
     try {
@@ -275,9 +291,9 @@ lt_status group_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
         Worker *wk = w.get();
         wk->thread = start_thread([g, wk] { worker_main(g, wk); });
     }
-    lt_log(ctx, LT_LOG_DEBUG, "group '%s': rank %d of %d connected on %s in %.3f s (%d context%s)",
+    lt_log(ctx, LT_LOG_DEBUG, "group '%s': rank %d of %d connected on %s in %.3f s (%d context%s, %s threads)",
            g->name.c_str(), rank, world, where.c_str(), lt_now() - t0, nthreads,
-           nthreads > 1 ? "s" : "");
+           nthreads > 1 ? "s" : "", g->realtime ? "real-time" : "normal");
     out = std::move(g);
     return LT_OK;
 }
@@ -318,7 +334,9 @@ std::shared_ptr<Work> group_issue(const std::shared_ptr<Group> &gp, const Op &op
         g.cv_work.notify_all();
         return w;
     }
-    /* Posted under the lock so abort never sees a half-posted op; posting does not block. */
+    /* Posted under the lock so abort never sees a half-posted op; posting does not block.
+     * It takes pair locks, so it runs at the device thread's priority (gloo_rt.h). */
+    RtScope rt_scope(g.realtime);
     try {
         post_p2p(g, *w);
     } catch (...) {

@@ -86,6 +86,7 @@ struct Group {
     std::condition_variable cv_work; /* workers: queue changed or stopping */
     std::condition_variable cv_done; /* waiters: a work finished or abort */
     bool aborted = false, stopping = false, p2p_started = false;
+    bool realtime = false; /* communication threads run at SCHED_FIFO 1 (gloo_rt.h) */
     std::string broken; /* the first failure; empty while healthy */
     uint64_t coll_seq = 0, p2p_seq = 0; /* issuing thread only */
 

@@ -28,6 +28,8 @@ typedef struct ddp {
     bool overlap;
     bool sync;      /* this backward communicates */
     lt_status failed;
+    double wait_s;  /* time before_optimizer_step spent waiting, for the debug log */
+    int64_t syncs;
 } ddp;
 
 static ddp *state(lt_ctx *ctx) { return lt_ctx_state(ctx); }
@@ -148,6 +150,7 @@ static lt_status ddp_before_optimizer_step(lt_ctx *ctx, lt_run *run) {
     if (!d->sync) return LT_OK;
     /* Buckets not launched yet (overlap off): all at once, in order. */
     LT_CHECK(launch_ready(ctx, run, d, d->plan.n - d->plan.next_launch));
+    double t0 = lt_now();
     lt_status first = LT_OK;
     for (int i = 0; i < d->plan.n; i++) {
         bucket *b = &d->plan.b[i];
@@ -161,6 +164,8 @@ static lt_status ddp_before_optimizer_step(lt_ctx *ctx, lt_run *run) {
                                       (int64_t)b->count);
         }
     }
+    d->wait_s += lt_now() - t0;
+    d->syncs++;
     return first;
 }
 
@@ -211,6 +216,9 @@ static lt_status ddp_on_train_end(lt_ctx *ctx, lt_run *run) {
 static lt_status ddp_teardown(lt_ctx *ctx, lt_run *run) {
     ddp *d = state(ctx);
     if (!d) return LT_OK;
+    if (d->syncs)
+        lt_log(ctx, LT_LOG_DEBUG, "waited %.3f ms per step for gradients (%lld steps)", 1e3 * d->wait_s / (double)d->syncs,
+               (long long)d->syncs);
     for (int i = 0; i < d->plan.n; i++) {
         if (d->plan.b[i].work) {
             lt_pg_abort(d->pg);
