@@ -354,6 +354,7 @@ static const core_key core_keys[] = {
     {"launcher", "node_rank", I, "0", "this machine's index among num_nodes"},
     {"launcher", "max_restarts", I, "0", "restarts from the last checkpoint"},
     {"launcher", "rdzv_timeout_s", I, "300", "seconds to wait for every rank to join"},
+    {"launcher", "bind_cores", B, "true", "pin each local worker to its share of the cores (like mpirun --bind-to core)"},
 };
 #undef I
 #undef F

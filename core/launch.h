@@ -17,6 +17,7 @@ typedef struct lt_launch_info {
     int rdzv_timeout_s;     /* launcher.rdzv_timeout_s */
     char ckpt_dir[1024];    /* where last.safetensors goes (restarts resume from it) */
     char seed[32];          /* trainer.seed or "" */
+    bool bind_cores;        /* launcher.bind_cores: pin each local worker to its share of the cores */
 } lt_launch_info;
 
 LT_API lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out);

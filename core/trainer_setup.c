@@ -349,6 +349,8 @@ lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out) {
     out->rdzv_timeout_s = (int)v;
     snprintf(out->master_addr, sizeof out->master_addr, "%s", cfg(r, "launcher", "master_addr"));
     snprintf(out->seed, sizeof out->seed, "%s", cfg(r, "trainer", "seed"));
+    out->bind_cores = true;
+    lt_config_bool(r->config, "launcher", "bind_cores", &out->bind_cores, NULL, 0);
     const char *dirpath = cfg(r, "checkpoint", "dirpath");
     if (*dirpath) snprintf(out->ckpt_dir, sizeof out->ckpt_dir, "%s", dirpath);
     else snprintf(out->ckpt_dir, sizeof out->ckpt_dir, "%.900s/checkpoints", cfg(r, "trainer", "default_root_dir"));

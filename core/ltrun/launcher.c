@@ -407,8 +407,24 @@ static int start_group(launcher *L, int restart, const char *resume) {
     memset(L->slots, 0, L->slots_len);
     pid_t parent = getpid();
     int rc = 0;
+    cpu_set_t mine;
+    int ncpu = sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : 0;
     for (int i = 0; i < L->nproc && !rc; i++) {
         env_list e = {0};
+        /* Each worker gets its own cores (like mpirun --bind-to core): its
+         * communication threads then share a core only with its own
+         * training thread, never with another rank's. */
+        cpu_set_t bind;
+        bool do_bind = L->info->bind_cores && ncpu >= L->nproc;
+        if (do_bind) {
+            int per = ncpu / L->nproc, seen = 0;
+            CPU_ZERO(&bind);
+            for (int c = 0; c < CPU_SETSIZE; c++) {
+                if (!CPU_ISSET(c, &mine)) continue;
+                if (seen >= i * per && seen < (i + 1) * per) CPU_SET(c, &bind);
+                seen++;
+            }
+        }
         if (env_build(L, i, restart, &e)) {
             say("error: out of memory building worker %d's environment", i);
             rc = -1;
@@ -422,6 +438,7 @@ static int start_group(launcher *L, int restart, const char *resume) {
             prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphans, even if ltrun is killed */
             if (getppid() != parent) _exit(127);
             fcntl(L->slot_fd, F_SETFD, 0);
+            if (do_bind) sched_setaffinity(0, sizeof bind, &bind);
             execve("/proc/self/exe", args, e.envp);
             static const char msg[] = "ltrun: worker: cannot execute /proc/self/exe\n";
             ssize_t wr = write(2, msg, sizeof msg - 1);
