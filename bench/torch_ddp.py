@@ -28,10 +28,8 @@ machine-readable line per batch size (samples/s total over ranks):
     torch_ddp world=2 batch=64 samples_per_s=12345 step_ms=10.37 steps=429 loss=0.41 cpu_step_ms=...
 """
 import argparse
-import gzip
 import os
 import socket
-import struct
 import sys
 import time
 
@@ -40,39 +38,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 from torch import nn  # noqa: E402
 
-TRAIN_SAMPLES = 55000
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    magic, n = struct.unpack(">II", data[:8])
-    if magic == 0x803:
-        rows, cols = struct.unpack(">II", data[8:16])
-        return np.frombuffer(data, dtype=np.uint8, offset=16).reshape(n, rows * cols)
-    if magic == 0x801:
-        return np.frombuffer(data, dtype=np.uint8, offset=8)
-    raise ValueError(f"{path}: bad IDX magic {magic:#x}")
-
-
-def load(data_dir):
-    x = read_idx(os.path.join(data_dir, "train-images-idx3-ubyte.gz"))[:TRAIN_SAMPLES]
-    y = read_idx(os.path.join(data_dir, "train-labels-idx1-ubyte.gz"))[:TRAIN_SAMPLES]
-    x = (x.astype(np.float32) / 255.0 - 0.2860) / 0.3530
-    return torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(y.astype(np.int64))
-
-
-def make_model():
-    return nn.Sequential(
-        nn.Linear(784, 512), nn.ReLU(),
-        nn.Linear(512, 512), nn.ReLU(),
-        nn.Linear(512, 10))
+from fmnist_torch import TRAIN_SAMPLES, load, make_model  # noqa: E402
 
 
 def shard_batches(n, batch, rank, world, seed):
