@@ -8,28 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ctx.h"
+#include "cpu_plugin.h"
 #include "optim.h"
 
-#define PLUGIN_PATH LT_TEST_PLUGIN_DIR "/liblt-accelerator-cpu.so"
 
-static void *g_dl;
 static const lt_accelerator_desc *g_acc;
 static const lt_kernels *K;
 static lt_ctx g_ctx;
 
-static int suite_init(void) {
-    g_dl = dlopen(PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (!g_dl) { fprintf(stderr, "cannot load %s: %s\n", PLUGIN_PATH, dlerror()); return -1; }
-    lt_plugin_entry_fn entry = (lt_plugin_entry_fn)dlsym(g_dl, LT_PLUGIN_ENTRY_SYMBOL);
-    if (!entry) return -1;
-    for (const lt_plugin_header *const *h = entry(); *h; h++)
-        if ((*h)->kind == LT_KIND_ACCELERATOR && !strcmp((*h)->name, "cpu"))
-            g_acc = (const lt_accelerator_desc *)*h;
-    if (!g_acc) return -1;
-    lt_ctx_init(&g_ctx, LT_KIND_ACCELERATOR, "cpu", &g_acc->hdr, NULL);
-    if (g_acc->setup(&g_ctx, 0) != LT_OK || g_acc->get_kernels(&g_ctx, &K) != LT_OK) return -1;
-    return 0;
-}
+static int suite_init(void) { return cpu_plugin_open(&g_acc, &g_ctx, &K); }
 
 static int suite_clean(void) {
     if (g_acc) g_acc->teardown(&g_ctx);
