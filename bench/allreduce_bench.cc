@@ -160,9 +160,19 @@ void busy_main(int nice_by, std::atomic<bool> *stop, double *rate) {
     *rate = it / (now() - t0);
 }
 
+/* Both paths get the same scheduling: the plugin runs its communication
+ * threads at SCHED_FIFO 1 when permitted (backend.realtime=auto), so the
+ * direct path's caller and gloo device thread (created by this thread,
+ * inheriting its policy) run there too; the ratio then measures the ABI and
+ * the worker hand-off, not the scheduler. */
+static bool g_fifo;
+
 int child_run(Child &c) {
     const int rank = c.rank;
     const Plan &plan = *c.plan;
+    struct sched_param sp {};
+    sp.sched_priority = 1;
+    g_fifo = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
     /* lt's side: store client, plugin, group. */
     lt_store *store = nullptr;
     char err[512];
@@ -449,6 +459,16 @@ int main(int argc, char **argv) {
     printf("allreduce, %d ranks on loopback, f32 sum in place; %d rounds x (2 warm-up + N timed) per path; "
            "time = slower rank; busbw = 2(n-1)/n * bytes / time\n",
            kWorld, plan.rounds);
+    {
+        /* The ranks set this in child_run; probe (and undo) it here to say so. */
+        struct sched_param old {}, sp {};
+        int pol = 0;
+        sp.sched_priority = 1;
+        pthread_getschedparam(pthread_self(), &pol, &old);
+        g_fifo = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
+        if (g_fifo) pthread_setschedparam(pthread_self(), pol, &old);
+    }
+    printf("threads: %s on both paths\n", g_fifo ? "SCHED_FIFO 1 (as the plugin's backend.realtime=auto)" : "normal priority (no SCHED_FIFO permitted)");
     printf("lt: gloo backend plugin via lt/backend.h (ring on its worker thread); direct: gloo::allreduce ring "
            "on this thread, reduce %s%s",
            plan.same_reduce ? "plain loop (the plugin's)" : "gloo::sum<float> (-O3)",
