@@ -12,7 +12,8 @@ void lt_progress_update(lt_trainer *t, int64_t batch, int64_t nbatches, double l
     if (r->world.global_rank != 0 || !t->progress_bar) return;
     double now = lt_now();
     if (batch <= 1 || epoch_t0 == 0) { if (batch <= 1) epoch_t0 = now; }
-    bool tty = isatty(STDOUT_FILENO);
+    static int tty = -1; /* asked once: not a syscall per step */
+    if (tty < 0) tty = isatty(STDOUT_FILENO);
     double rate = now > epoch_t0 ? (double)batch / (now - epoch_t0) : 0;
     if (tty) {
         if (!force && now - last_draw < 0.1) return;
