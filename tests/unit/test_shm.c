@@ -1,0 +1,678 @@
+/* The shm backend plugin across real processes, modelled on test_gloo.c.
+ * Each scenario forks 1, 2 or 3 ranks that dlopen the built plugin, create
+ * groups through the rendezvous store and check every collective against
+ * values computed locally from rank-dependent inputs. A child reports through
+ * its exit code (and a line on stderr saying what failed).
+ *
+ * The store runs in a process forked first (see test_gloo.c for why). */
+#define _GNU_SOURCE
+#include <CUnit/Basic.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "config.h"
+#include "ctx.h"
+#include "lt/backend.h"
+#include "store_server.h"
+
+#define PLUGIN LT_TEST_PLUGIN_DIR "/liblt-backend-shm.so"
+#define WAIT_MS 20000 /* bound of every wait; none is expected to come near it */
+
+static pid_t g_host;     /* the store host process */
+static int g_host_stop;  /* closing this write end stops it */
+static int g_port;
+static int g_scenario;
+static int g_slot_mb = 8;
+static int g_segments_before; /* [backend.shm] slot_mb of the ranks forked next */
+
+typedef struct child {
+    int rank, world;
+    lt_store *store;
+    const lt_backend_desc *be;
+    lt_ctx ctx;
+    char prefix[64]; /* unique per scenario: the store is shared by all of them */
+} child;
+
+typedef int (*scenario_fn)(child *c);
+
+#define CHECK(c, cond, ...)                                                                       \
+    do {                                                                                          \
+        if (!(cond)) {                                                                            \
+            fprintf(stderr, "[rank %d] %s:%d: %s: ", (c)->rank, __FILE__, __LINE__, #cond);     \
+            fprintf(stderr, __VA_ARGS__);                                                         \
+            fprintf(stderr, "\n");                                                                \
+            return 1;                                                                             \
+        }                                                                                         \
+    } while (0)
+
+/* ---- values ---- */
+
+static uint16_t f16_from(float f) { /* exact for the small values used here */
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    if (!(x & 0x7fffffffu)) return sign;
+    int e = (int)((x >> 23) & 0xff) - 127 + 15;
+    return (uint16_t)(sign | (unsigned)e << 10 | ((x >> 13) & 0x3ffu));
+}
+
+static float f16_to(uint16_t h) {
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? INFINITY : ldexpf((float)(1024 + m), e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static uint16_t bf16_from(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    return (uint16_t)(x >> 16);
+}
+
+static float bf16_to(uint16_t h) {
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+static void put(void *buf, size_t i, lt_dtype t, double v) {
+    switch (t) {
+    case LT_F32: ((float *)buf)[i] = (float)v; break;
+    case LT_F64: ((double *)buf)[i] = v; break;
+    case LT_F16: ((uint16_t *)buf)[i] = f16_from((float)v); break;
+    case LT_BF16: ((uint16_t *)buf)[i] = bf16_from((float)v); break;
+    case LT_I8: ((int8_t *)buf)[i] = (int8_t)v; break;
+    case LT_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case LT_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case LT_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    }
+}
+
+static double get(const void *buf, size_t i, lt_dtype t) {
+    switch (t) {
+    case LT_F32: return ((const float *)buf)[i];
+    case LT_F64: return ((const double *)buf)[i];
+    case LT_F16: return f16_to(((const uint16_t *)buf)[i]);
+    case LT_BF16: return bf16_to(((const uint16_t *)buf)[i]);
+    case LT_I8: return ((const int8_t *)buf)[i];
+    case LT_U8: return ((const uint8_t *)buf)[i];
+    case LT_I32: return ((const int32_t *)buf)[i];
+    case LT_I64: return (double)((const int64_t *)buf)[i];
+    }
+    return NAN;
+}
+
+static bool is_float(lt_dtype t) { return t == LT_F32 || t == LT_F64 || t == LT_F16 || t == LT_BF16; }
+
+/* Small integers (exact in every dtype, sums too), negative except for u8. */
+static double input(int rank, size_t i, lt_dtype t) {
+    double v = (double)(i % 7) + 1 + rank * 3;
+    return t == LT_U8 ? v : v - 5;
+}
+
+static double expected(lt_dtype t, lt_redop op, int world, size_t i) {
+    double s = 0, mn = INFINITY, mx = -INFINITY;
+    for (int r = 0; r < world; r++) {
+        double v = input(r, i, t);
+        s += v;
+        mn = v < mn ? v : mn;
+        mx = v > mx ? v : mx;
+    }
+    switch (op) {
+    case LT_SUM: return s;
+    case LT_MIN: return mn;
+    case LT_MAX: return mx;
+    case LT_AVG:
+        if (t == LT_F64) return s / world;
+        if (is_float(t)) return (double)((float)s / (float)world);
+        return (double)((long long)s / world); /* C division truncates */
+    }
+    return NAN;
+}
+
+static bool close_enough(lt_dtype t, double got, double want) {
+    if (t == LT_F16 || t == LT_BF16) return fabs(got - want) <= 0.01 * fabs(want) + 0.01;
+    return got == want;
+}
+
+/* ---- plumbing ---- */
+
+static lt_backend_group *make_group(child *c, const char *name, int64_t timeout_ms, int threads) {
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s%s", c->prefix, name);
+    lt_pg_options o = {.struct_size = sizeof o, .prefix = prefix, .timeout_ms = timeout_ms,
+                       .mem_kind = LT_MEM_HOST, .num_threads = threads};
+    lt_backend_group *g = NULL;
+    lt_status st = c->be->create(&c->ctx, c->store, c->rank, c->world, &o, &g);
+    if (st != LT_OK)
+        fprintf(stderr, "[rank %d] create '%s': %s: %s\n", c->rank, prefix, lt_status_str(st),
+                lt_last_error(&c->ctx));
+    return g;
+}
+
+/* All ranks reach this point (through the store, which has no short
+ * timeout) before a group with a short timeout is created, so a slow start
+ * of one rank on a loaded machine is not mistaken for the timeout under test. */
+static int store_barrier(child *c, const char *name) {
+    char key[160];
+    snprintf(key, sizeof key, "%s%s/%d", c->prefix, name, c->rank);
+    if (lt_store_set(c->store, key, "1", 1) != LT_OK) return 1;
+    for (int r = 0; r < c->world; r++) {
+        snprintf(key, sizeof key, "%s%s/%d", c->prefix, name, r);
+        const char *k = key;
+        if (lt_store_wait(c->store, &k, 1, WAIT_MS) != LT_OK) return 1;
+    }
+    return 0;
+}
+
+/* Waits for and frees a work; returns its status (the message goes to stderr).
+ * The work comes by address: it is read only after the issuing call ran. */
+static lt_status finish(child *c, lt_status issued, lt_backend_work **wp) {
+    if (issued != LT_OK) {
+        fprintf(stderr, "[rank %d] issue: %s\n", c->rank, lt_last_error(&c->ctx));
+        return issued;
+    }
+    lt_backend_work *w = *wp;
+    lt_status st = c->be->wait(&c->ctx, w, WAIT_MS);
+    if (st != LT_OK) fprintf(stderr, "[rank %d] wait: %s\n", c->rank, lt_last_error(&c->ctx));
+    c->be->free_work(&c->ctx, w);
+    return st;
+}
+
+static void child_main(int rank, int world, scenario_fn fn) {
+    alarm(60); /* a hung rank dies instead of hanging the suite */
+    close(g_host_stop);
+    child c = {.rank = rank, .world = world};
+    char err[512];
+    if (lt_store_connect("127.0.0.1", g_port, NULL, 10000, &c.store, err, sizeof err) != LT_OK) {
+        fprintf(stderr, "[rank %d] %s\n", rank, err);
+        _exit(2);
+    }
+    lt_store_set_timeout(c.store, WAIT_MS);
+    void *h = dlopen(PLUGIN, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "[rank %d] dlopen: %s\n", rank, dlerror());
+        _exit(3);
+    }
+    lt_plugin_entry_fn entry = (lt_plugin_entry_fn)dlsym(h, LT_PLUGIN_ENTRY_SYMBOL);
+    const lt_plugin_header *const *list = entry ? entry() : NULL;
+    if (!list || !list[0] || list[0]->kind != LT_KIND_BACKEND || strcmp(list[0]->name, "shm") ||
+        list[0]->struct_size != sizeof(lt_backend_desc)) {
+        fprintf(stderr, "[rank %d] %s does not export the shm backend descriptor\n", rank, PLUGIN);
+        _exit(4);
+    }
+    c.be = (const lt_backend_desc *)list[0];
+    /* Small slots for the chunking scenarios: [backend.shm] slot_mb = g_slot_mb. */
+    lt_config *cfg = lt_config_new();
+    char arg[64];
+    snprintf(arg, sizeof arg, "backend.shm.slot_mb=%d", g_slot_mb);
+    if (!cfg || lt_config_declare(cfg, "backend.shm", "slot_mb", LT_PARAM_INT, "8", "") != LT_OK ||
+        lt_config_set_arg(cfg, arg, NULL, err, sizeof err) != LT_OK) {
+        fprintf(stderr, "[rank %d] config\n", rank);
+        _exit(5);
+    }
+    lt_ctx_init(&c.ctx, LT_KIND_BACKEND, "shm", list[0], cfg);
+    lt_log_set_rank(rank);
+    snprintf(c.prefix, sizeof c.prefix, "s%d/", g_scenario);
+    int rc = fn(&c);
+    lt_store_close(c.store);
+    fflush(stderr);
+    _exit(rc);
+}
+
+/* Forks `world` ranks running fn; returns how many failed. */
+static int run_ranks(int world, scenario_fn fn) {
+    pid_t pids[8];
+    g_scenario++;
+    fflush(stdout);
+    fflush(stderr);
+    for (int r = 0; r < world; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) child_main(r, world, fn);
+    }
+    int failed = 0;
+    for (int r = 0; r < world; r++) {
+        int status = 0;
+        if (pids[r] < 0 || waitpid(pids[r], &status, 0) < 0) {
+            failed++;
+            continue;
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+            fprintf(stderr, "rank %d of %d: %s %d\n", r, world,
+                    WIFEXITED(status) ? "exit code" : "killed by signal",
+                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+            failed++;
+        }
+    }
+    return failed;
+}
+
+/* ---- scenarios ---- */
+
+static int check_allreduce(child *c, lt_backend_group *g, lt_dtype t, lt_redop op, size_t n) {
+    size_t esz = lt_dtype_size(t);
+    void *buf = malloc(n * esz + 1);
+    for (size_t i = 0; i < n; i++) put(buf, i, t, input(c->rank, i, t));
+    lt_backend_work *w = NULL;
+    lt_status st = finish(c, c->be->allreduce(&c->ctx, g, buf, n, t, op, &w), &w);
+    CHECK(c, st == LT_OK, "allreduce %s op %d n %zu", lt_dtype_name(t), op, n);
+    for (size_t i = 0; i < n; i++) {
+        double want = expected(t, op, c->world, i), got = get(buf, i, t);
+        CHECK(c, close_enough(t, got, want), "allreduce %s op %d n %zu: [%zu] = %g, want %g",
+              lt_dtype_name(t), op, n, i, got, want);
+    }
+    free(buf);
+    return 0;
+}
+
+static int check_broadcast(child *c, lt_backend_group *g, lt_dtype t, int root, size_t n) {
+    void *buf = malloc(n * lt_dtype_size(t) + 1);
+    for (size_t i = 0; i < n; i++) put(buf, i, t, input(c->rank, i, t));
+    lt_backend_work *w = NULL;
+    CHECK(c, finish(c, c->be->broadcast(&c->ctx, g, buf, n, t, root, &w), &w) == LT_OK, "broadcast");
+    for (size_t i = 0; i < n; i++)
+        CHECK(c, get(buf, i, t) == input(root, i, t), "broadcast %s root %d: [%zu] = %g, want %g",
+              lt_dtype_name(t), root, i, get(buf, i, t), input(root, i, t));
+    free(buf);
+    return 0;
+}
+
+static int check_allgather(child *c, lt_backend_group *g, lt_dtype t, size_t n, bool in_place) {
+    size_t esz = lt_dtype_size(t);
+    unsigned char *recv = calloc((size_t)c->world * n + 1, esz);
+    unsigned char *send = in_place ? recv + (size_t)c->rank * n * esz : malloc(n * esz + 1);
+    for (size_t i = 0; i < n; i++) put(send, i, t, input(c->rank, i, t));
+    lt_backend_work *w = NULL;
+    CHECK(c, finish(c, c->be->allgather(&c->ctx, g, send, recv, n, t, &w), &w) == LT_OK, "allgather");
+    for (int r = 0; r < c->world; r++)
+        for (size_t i = 0; i < n; i++)
+            CHECK(c, get(recv, (size_t)r * n + i, t) == input(r, i, t),
+                  "allgather %s%s: rank %d's [%zu] = %g, want %g", lt_dtype_name(t),
+                  in_place ? " in place" : "", r, i, get(recv, (size_t)r * n + i, t), input(r, i, t));
+    if (!in_place) free(send);
+    free(recv);
+    return 0;
+}
+
+static int check_reduce_scatter(child *c, lt_backend_group *g, lt_dtype t, lt_redop op, size_t n) {
+    size_t esz = lt_dtype_size(t), total = (size_t)c->world * n;
+    void *send = malloc(total * esz + 1), *recv = malloc(n * esz + 1);
+    for (size_t i = 0; i < total; i++) put(send, i, t, input(c->rank, i, t));
+    lt_backend_work *w = NULL;
+    CHECK(c, finish(c, c->be->reduce_scatter(&c->ctx, g, send, recv, n, t, op, &w), &w) == LT_OK,
+          "reduce_scatter");
+    for (size_t i = 0; i < n; i++) {
+        double want = expected(t, op, c->world, (size_t)c->rank * n + i), got = get(recv, i, t);
+        CHECK(c, close_enough(t, got, want), "reduce_scatter %s op %d n %zu: [%zu] = %g, want %g",
+              lt_dtype_name(t), op, n, i, got, want);
+    }
+    free(send);
+    free(recv);
+    return 0;
+}
+
+static const lt_dtype red_dts[] = {LT_F32, LT_F64, LT_I8, LT_U8, LT_I32, LT_I64};
+static const lt_dtype all_dts[] = {LT_F32, LT_F64, LT_F16, LT_BF16, LT_I8, LT_U8, LT_I32, LT_I64};
+static const lt_redop ops[] = {LT_SUM, LT_AVG, LT_MIN, LT_MAX};
+#define N_OF(a) (sizeof(a) / sizeof *(a))
+
+static int sc_collectives(child *c) {
+    lt_backend_group *g = make_group(c, "main/", WAIT_MS, 0);
+    CHECK(c, g, "create");
+    for (size_t d = 0; d < N_OF(red_dts); d++)
+        for (size_t o = 0; o < N_OF(ops); o++)
+            for (size_t n = 1; n <= 1001; n += 500)
+                if (check_allreduce(c, g, red_dts[d], ops[o], n)) return 1;
+    /* Sizes not divisible by the world, and nothing at all. */
+    if (check_allreduce(c, g, LT_F32, LT_SUM, 700001) || check_allreduce(c, g, LT_F32, LT_AVG, 300007) ||
+        check_allreduce(c, g, LT_F64, LT_MAX, 2) || check_allreduce(c, g, LT_F64, LT_SUM, 0))
+        return 1;
+    for (int root = 0; root < c->world; root++)
+        for (size_t d = 0; d < N_OF(all_dts); d++)
+            if (check_broadcast(c, g, all_dts[d], root, 513)) return 1;
+    for (size_t d = 0; d < N_OF(all_dts); d++)
+        if (check_allgather(c, g, all_dts[d], 13, false) || check_allgather(c, g, all_dts[d], 13, true)) return 1;
+    if (check_allgather(c, g, LT_F32, 100003, false)) return 1;
+    for (size_t d = 0; d < N_OF(red_dts); d++)
+        for (size_t o = 0; o < N_OF(ops); o++)
+            if (check_reduce_scatter(c, g, red_dts[d], ops[o], 11)) return 1;
+    if (check_reduce_scatter(c, g, LT_F32, LT_AVG, 200003)) return 1;
+    lt_backend_work *w = NULL;
+    for (int i = 0; i < 20; i++) CHECK(c, finish(c, c->be->barrier(&c->ctx, g, &w), &w) == LT_OK, "barrier");
+    /* Bad and unsupported requests are refused at issue, with a message, and break nothing. */
+    float x = 1;
+    CHECK(c, c->be->allreduce(&c->ctx, g, &x, 1, (lt_dtype)99, LT_SUM, &w) == LT_ERR_UNSUPPORTED, "dtype 99");
+    CHECK(c, strstr(lt_last_error(&c->ctx), "dtype 99"), "message: %s", lt_last_error(&c->ctx));
+    CHECK(c, c->be->allreduce(&c->ctx, g, &x, 1, LT_F32, (lt_redop)9, &w) == LT_ERR_UNSUPPORTED, "op 9");
+    uint16_t h = 0;
+    CHECK(c, c->be->allreduce(&c->ctx, g, &h, 1, LT_BF16, LT_SUM, &w) == LT_ERR_UNSUPPORTED, "bf16");
+    CHECK(c, c->be->broadcast(&c->ctx, g, &x, 1, LT_F32, c->world, &w) == LT_ERR_INVALID, "root");
+    CHECK(c, c->be->allreduce(&c->ctx, g, NULL, 4, LT_F32, LT_SUM, &w) == LT_ERR_INVALID, "NULL buffer");
+    CHECK(c, c->be->send(&c->ctx, g, &x, 1, LT_F32, 0, 0, &w) == LT_ERR_UNSUPPORTED, "send");
+    CHECK(c, strstr(lt_last_error(&c->ctx), "use gloo"), "message: %s", lt_last_error(&c->ctx));
+    CHECK(c, c->be->recv(&c->ctx, g, &x, 1, LT_F32, 0, 0, &w) == LT_ERR_UNSUPPORTED, "recv");
+    bool ok = false;
+    CHECK(c, c->be->supports(&c->ctx, LT_F64, LT_AVG, &ok) == LT_OK && ok, "supports f64 avg");
+    CHECK(c, c->be->supports(&c->ctx, LT_F32, LT_MIN, &ok) == LT_OK && ok, "supports f32 min");
+    CHECK(c, c->be->supports(&c->ctx, LT_F16, LT_SUM, &ok) == LT_OK && !ok, "supports f16");
+    CHECK(c, c->be->supports(&c->ctx, (lt_dtype)0, LT_SUM, &ok) == LT_OK && !ok, "supports dtype 0");
+    if (check_allreduce(c, g, LT_I64, LT_MAX, 5)) return 1;
+    CHECK(c, c->be->destroy(&c->ctx, g) == LT_OK, "destroy");
+    return 0;
+}
+
+/* Run with slot_mb = 1: every collective here spans several chunks (a chunk
+ * is half a slot: 131072 f32, 65536 f64; reduce_scatter: that / world). */
+static int sc_chunks(child *c) {
+    lt_backend_group *g = make_group(c, "chunks/", WAIT_MS, 0);
+    CHECK(c, g, "create");
+    for (size_t o = 0; o < N_OF(ops); o++)
+        if (check_allreduce(c, g, LT_F32, ops[o], 400003) || check_allreduce(c, g, LT_F64, ops[o], 200001))
+            return 1;
+    if (check_allreduce(c, g, LT_F32, LT_SUM, 131072) || check_allreduce(c, g, LT_F32, LT_SUM, 131073)) return 1;
+    if (check_broadcast(c, g, LT_F64, c->world - 1, 300001)) return 1;
+    if (check_allgather(c, g, LT_F32, 300007, false) || check_allgather(c, g, LT_F64, 70001, true)) return 1;
+    for (size_t o = 0; o < N_OF(ops); o++)
+        if (check_reduce_scatter(c, g, LT_F32, ops[o], 150001)) return 1;
+    CHECK(c, c->be->destroy(&c->ctx, g) == LT_OK, "destroy");
+    return 0;
+}
+
+/* Two allreduces in flight at once on one group and one on a second group,
+ * waited for in reverse order. */
+static int sc_overlap_and_two_groups(child *c) {
+    lt_backend_group *g1 = make_group(c, "one/", WAIT_MS, 0);
+    lt_backend_group *g2 = make_group(c, "two/", WAIT_MS, 0);
+    CHECK(c, g1 && g2, "create");
+    enum { N = 50000 };
+    float *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b), *d = malloc(N * sizeof *d);
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)input(c->rank, i, LT_F32);
+        b[i] = 2 * a[i];
+        d[i] = 3 * a[i];
+    }
+    lt_backend_work *wa, *wb, *wd;
+    CHECK(c, c->be->allreduce(&c->ctx, g1, a, N, LT_F32, LT_SUM, &wa) == LT_OK, "issue a");
+    if (c->rank % 2) {
+        CHECK(c, c->be->allreduce(&c->ctx, g2, d, N, LT_F32, LT_MAX, &wd) == LT_OK, "issue d");
+        CHECK(c, c->be->allreduce(&c->ctx, g1, b, N, LT_F32, LT_SUM, &wb) == LT_OK, "issue b");
+    } else {
+        CHECK(c, c->be->allreduce(&c->ctx, g1, b, N, LT_F32, LT_SUM, &wb) == LT_OK, "issue b");
+        CHECK(c, c->be->allreduce(&c->ctx, g2, d, N, LT_F32, LT_MAX, &wd) == LT_OK, "issue d");
+    }
+    CHECK(c, finish(c, LT_OK, &wd) == LT_OK, "wait d");
+    CHECK(c, finish(c, LT_OK, &wb) == LT_OK, "wait b");
+    CHECK(c, finish(c, LT_OK, &wa) == LT_OK, "wait a");
+    for (int i = 0; i < N; i++) {
+        double s = expected(LT_F32, LT_SUM, c->world, (size_t)i), m = expected(LT_F32, LT_MAX, c->world, (size_t)i);
+        CHECK(c, a[i] == s && b[i] == 2 * s && d[i] == 3 * m, "[%d]: %g %g %g", i, a[i], b[i], d[i]);
+    }
+    /* Many in flight, freed before some finish. */
+    enum { K = 8, M = 20000 };
+    static int32_t bufs[K][M];
+    lt_backend_work *w[K];
+    for (int k = 0; k < K; k++) {
+        for (int i = 0; i < M; i++) bufs[k][i] = (int32_t)(input(c->rank, (size_t)i, LT_I32) * (k + 1));
+        CHECK(c, c->be->allreduce(&c->ctx, g1, bufs[k], M, LT_I32, LT_SUM, &w[k]) == LT_OK, "issue");
+    }
+    for (int k = K - 1; k >= 0; k--) CHECK(c, finish(c, LT_OK, &w[k]) == LT_OK, "wait %d", k);
+    for (int k = 0; k < K; k++)
+        for (int i = 0; i < M; i++)
+            CHECK(c, bufs[k][i] == expected(LT_I32, LT_SUM, c->world, (size_t)i) * (k + 1), "[%d][%d]", k, i);
+    /* Destroying one group leaves the other working. */
+    CHECK(c, c->be->destroy(&c->ctx, g1) == LT_OK, "destroy g1");
+    if (check_allreduce(c, g2, LT_I32, LT_SUM, 99)) return 1;
+    CHECK(c, c->be->destroy(&c->ctx, g2) == LT_OK, "destroy g2");
+    free(a);
+    free(b);
+    free(d);
+    return 0;
+}
+
+/* Rank 1 never joins a collective: rank 0's wait first reports "still
+ * running" (the work stays valid), then the timeout as an error naming the
+ * collective; the group then fails fast. */
+static int sc_timeout(child *c) {
+    CHECK(c, !store_barrier(c, "tmo-ready"), "store barrier");
+    lt_backend_group *g = make_group(c, "tmo/", 1500, 0);
+    CHECK(c, g, "create");
+    char key[128];
+    snprintf(key, sizeof key, "%sdone", c->prefix);
+    if (c->rank == 1) {
+        void *v;
+        size_t n;
+        CHECK(c, lt_store_get(c->store, key, &v, &n) == LT_OK, "rank 0 finished: %s", lt_store_error(c->store));
+        free(v);
+        c->be->destroy(&c->ctx, g);
+        return 0;
+    }
+    float buf[64] = {0};
+    lt_backend_work *w;
+    double t0 = lt_now();
+    CHECK(c, c->be->allreduce(&c->ctx, g, buf, 64, LT_F32, LT_SUM, &w) == LT_OK, "issue");
+    CHECK(c, c->be->wait(&c->ctx, w, 0) == LT_ERR_TIMEOUT, "poll");
+    CHECK(c, strstr(lt_last_error(&c->ctx), "still running"), "poll message: %s", lt_last_error(&c->ctx));
+    lt_status st = c->be->wait(&c->ctx, w, WAIT_MS);
+    double dt = lt_now() - t0;
+    CHECK(c, st == LT_ERR_TIMEOUT, "timeout, got %s: %s", lt_status_str(st), lt_last_error(&c->ctx));
+    CHECK(c, dt > 1.4 && dt < 3.0, "timed out after %.3f s, want ~1.5", dt);
+    CHECK(c, strstr(lt_last_error(&c->ctx), "allreduce #1 on group") &&
+                 strstr(lt_last_error(&c->ctx), "timed out"),
+          "message: %s", lt_last_error(&c->ctx));
+    c->be->free_work(&c->ctx, w);
+    st = finish(c, c->be->barrier(&c->ctx, g, &w), &w);
+    CHECK(c, st == LT_ERR_ABORTED && strstr(lt_last_error(&c->ctx), "failed earlier"), "after: %s",
+          lt_last_error(&c->ctx));
+    CHECK(c, lt_store_set(c->store, key, "1", 1) == LT_OK, "set done");
+    c->be->destroy(&c->ctx, g);
+    return 0;
+}
+
+/* 3 ranks; rank 2 never joins. Ranks 0 and 1 are stuck in an allreduce; rank 0
+ * aborts: its wait and a queued work return ABORTED, rank 1's wait returns
+ * ABORTED naming rank 0 long before the 60 s timeout, and rank 2's first
+ * collective fails at once. */
+static int sc_abort(child *c) {
+    lt_backend_group *g = make_group(c, "abort/", 60000, 0);
+    CHECK(c, g, "create");
+    char key[128];
+    snprintf(key, sizeof key, "%saborted", c->prefix);
+    float buf[1024] = {0};
+    lt_backend_work *w;
+    if (c->rank == 2) {
+        void *v;
+        size_t n;
+        CHECK(c, lt_store_get(c->store, key, &v, &n) == LT_OK, "rank 0 aborted: %s", lt_store_error(c->store));
+        free(v);
+        double t0 = lt_now();
+        lt_status st = finish(c, c->be->allreduce(&c->ctx, g, buf, 1024, LT_F32, LT_SUM, &w), &w);
+        CHECK(c, st == LT_ERR_ABORTED && lt_now() - t0 < 1.0, "late rank: %s: %s", lt_status_str(st),
+              lt_last_error(&c->ctx));
+        CHECK(c, strstr(lt_last_error(&c->ctx), "peer rank 0"), "names the peer: %s", lt_last_error(&c->ctx));
+        CHECK(c, c->be->destroy(&c->ctx, g) == LT_OK, "destroy");
+        return 0;
+    }
+    CHECK(c, c->be->allreduce(&c->ctx, g, buf, 1024, LT_F32, LT_SUM, &w) == LT_OK, "issue");
+    CHECK(c, c->be->wait(&c->ctx, w, 200) == LT_ERR_TIMEOUT, "still running");
+    char in_key[128];
+    snprintf(in_key, sizeof in_key, "%sr1-in", c->prefix);
+    if (c->rank == 1) {
+        CHECK(c, lt_store_set(c->store, in_key, "1", 1) == LT_OK, "set r1-in");
+        double t0 = lt_now();
+        lt_status st = c->be->wait(&c->ctx, w, WAIT_MS);
+        CHECK(c, st == LT_ERR_ABORTED && lt_now() - t0 < 5.0, "peer's abort seen, got %s: %s",
+              lt_status_str(st), lt_last_error(&c->ctx));
+        CHECK(c, strstr(lt_last_error(&c->ctx), "peer rank 0"), "names the peer: %s", lt_last_error(&c->ctx));
+        c->be->free_work(&c->ctx, w);
+        CHECK(c, c->be->destroy(&c->ctx, g) == LT_OK, "destroy");
+        return 0;
+    }
+    /* Abort only once rank 1 waits in the allreduce too. */
+    void *v;
+    size_t vn;
+    CHECK(c, lt_store_get(c->store, in_key, &v, &vn) == LT_OK, "rank 1 in: %s", lt_store_error(c->store));
+    free(v);
+    lt_backend_work *queued;
+    CHECK(c, c->be->barrier(&c->ctx, g, &queued) == LT_OK, "queue behind it");
+    CHECK(c, c->be->abort(&c->ctx, g) == LT_OK, "abort");
+    CHECK(c, c->be->wait(&c->ctx, w, WAIT_MS) == LT_ERR_ABORTED, "aborted: %s", lt_last_error(&c->ctx));
+    CHECK(c, c->be->wait(&c->ctx, queued, WAIT_MS) == LT_ERR_ABORTED, "queued: %s", lt_last_error(&c->ctx));
+    c->be->free_work(&c->ctx, w);
+    c->be->free_work(&c->ctx, queued);
+    CHECK(c, finish(c, c->be->allreduce(&c->ctx, g, buf, 4, LT_F32, LT_SUM, &w), &w) == LT_ERR_ABORTED, "later");
+    CHECK(c, c->be->abort(&c->ctx, g) == LT_OK, "abort twice");
+    CHECK(c, lt_store_set(c->store, key, "1", 1) == LT_OK, "set aborted");
+    CHECK(c, c->be->destroy(&c->ctx, g) == LT_OK, "destroy");
+    return 0;
+}
+
+/* Rank 1 exits without joining: rank 0's wait fails naming it well before the
+ * group's timeout once the process is gone (the parent reaps it at once). */
+static int sc_dead_peer(child *c) {
+    CHECK(c, !store_barrier(c, "dead-ready"), "store barrier");
+    lt_backend_group *g = make_group(c, "dead/", 30000, 0);
+    CHECK(c, g, "create");
+    if (c->rank == 1) _exit(0); /* no destroy: like a crash */
+    float buf[16] = {0};
+    lt_backend_work *w;
+    double t0 = lt_now();
+    lt_status st = finish(c, c->be->allreduce(&c->ctx, g, buf, 16, LT_F32, LT_SUM, &w), &w);
+    CHECK(c, st == LT_ERR_IO && lt_now() - t0 < 10.0, "got %s after %.1f s: %s", lt_status_str(st),
+          lt_now() - t0, lt_last_error(&c->ctx));
+    CHECK(c, strstr(lt_last_error(&c->ctx), "peer rank 1"), "message: %s", lt_last_error(&c->ctx));
+    c->be->destroy(&c->ctx, g);
+    return 0;
+}
+
+/* Ranks that disagree on a collective fail with LT_ERR_MISMATCH naming both
+ * sides (or ABORTED: the other side failed first), instead of pairing their
+ * barriers silently; so does a fresh group after different sizes. */
+static int sc_mismatch(child *c) {
+    lt_backend_group *g = make_group(c, "mm/", WAIT_MS, 0);
+    lt_backend_group *h = make_group(c, "mm2/", WAIT_MS, 0);
+    CHECK(c, g && h, "create");
+    float buf[400] = {0};
+    lt_backend_work *w;
+    lt_status st = finish(c, c->be->allreduce(&c->ctx, g, buf, 100 * (size_t)(c->rank + 1), LT_F32, LT_SUM, &w), &w);
+    CHECK(c, st == LT_ERR_MISMATCH || st == LT_ERR_ABORTED, "allreduce of different sizes: %s", lt_status_str(st));
+    if (st == LT_ERR_MISMATCH)
+        CHECK(c, strstr(lt_last_error(&c->ctx), "allreduce #1 (100 x f32") &&
+                     strstr(lt_last_error(&c->ctx), "allreduce #1 (200 x f32"),
+              "message: %s", lt_last_error(&c->ctx));
+    if (c->rank == 0)
+        st = finish(c, c->be->broadcast(&c->ctx, h, buf, 10, LT_F32, 0, &w), &w);
+    else
+        st = finish(c, c->be->barrier(&c->ctx, h, &w), &w);
+    CHECK(c, st == LT_ERR_MISMATCH || st == LT_ERR_ABORTED, "broadcast vs barrier: %s", lt_status_str(st));
+    c->be->destroy(&c->ctx, g);
+    c->be->destroy(&c->ctx, h);
+    return 0;
+}
+
+/* No segment is left behind in /dev/shm. */
+static int count_segments(void) {
+    int n = 0;
+    DIR *d = opendir("/dev/shm");
+    if (!d) return 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (!strncmp(e->d_name, "lt-shm-", 7)) n++;
+    closedir(d);
+    return n;
+}
+
+/* ---- CUnit ---- */
+
+static void test_collectives_2(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_collectives), 0); }
+static void test_collectives_3(void) { CU_ASSERT_EQUAL(run_ranks(3, sc_collectives), 0); }
+static void test_collectives_1(void) { CU_ASSERT_EQUAL(run_ranks(1, sc_collectives), 0); }
+static void test_chunks_2(void) {
+    g_slot_mb = 1;
+    CU_ASSERT_EQUAL(run_ranks(2, sc_chunks), 0);
+    g_slot_mb = 8;
+}
+static void test_chunks_3(void) {
+    g_slot_mb = 1;
+    CU_ASSERT_EQUAL(run_ranks(3, sc_chunks), 0);
+    g_slot_mb = 8;
+}
+static void test_overlap_two_groups(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_overlap_and_two_groups), 0); }
+static void test_overlap_3(void) { CU_ASSERT_EQUAL(run_ranks(3, sc_overlap_and_two_groups), 0); }
+static void test_timeout(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_timeout), 0); }
+static void test_abort(void) { CU_ASSERT_EQUAL(run_ranks(3, sc_abort), 0); }
+static void test_dead_peer(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_dead_peer), 0); }
+static void test_mismatch(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_mismatch), 0); }
+static void test_no_leftovers(void) { CU_ASSERT_EQUAL(count_segments(), g_segments_before); }
+
+static int suite_init(void) {
+    if (access(PLUGIN, R_OK)) {
+        fprintf(stderr, "%s is missing: build the shm plugin first\n", PLUGIN);
+        return -1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    int port_pipe[2], stop_pipe[2];
+    if (pipe(port_pipe) || pipe(stop_pipe)) return -1;
+    fflush(stdout);
+    fflush(stderr);
+    g_host = fork();
+    if (g_host < 0) return -1;
+    if (g_host == 0) { /* the store host: serve until the parent closes the stop pipe */
+        close(stop_pipe[1]);
+        close(port_pipe[0]);
+        lt_store_server *srv;
+        char err[256];
+        int port = -1;
+        if (lt_store_server_start("127.0.0.1", 0, NULL, &srv, &port, err, sizeof err) != LT_OK) {
+            fprintf(stderr, "store host: %s\n", err);
+            port = -1;
+        }
+        if (write(port_pipe[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(1);
+        char b;
+        while (read(stop_pipe[0], &b, 1) > 0) {
+        }
+        if (port > 0) lt_store_server_stop(srv);
+        _exit(0);
+    }
+    close(stop_pipe[0]);
+    close(port_pipe[1]);
+    g_host_stop = stop_pipe[1];
+    ssize_t n = read(port_pipe[0], &g_port, sizeof g_port);
+    close(port_pipe[0]);
+    return n == (ssize_t)sizeof g_port && g_port > 0 ? 0 : -1;
+}
+
+static int suite_clean(void) {
+    close(g_host_stop);
+    waitpid(g_host, NULL, 0);
+    return 0;
+}
+
+int main(void) {
+    unsetenv("LT_RDZV_TOKEN");
+    g_segments_before = count_segments();
+    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+    CU_pSuite s = CU_add_suite("shm", suite_init, suite_clean);
+    CU_add_test(s, "collectives, 2 ranks", test_collectives_2);
+    CU_add_test(s, "collectives, 3 ranks", test_collectives_3);
+    CU_add_test(s, "collectives, 1 rank", test_collectives_1);
+    CU_add_test(s, "chunks (slot_mb 1), 2 ranks", test_chunks_2);
+    CU_add_test(s, "chunks (slot_mb 1), 3 ranks", test_chunks_3);
+    CU_add_test(s, "overlap and two groups, 2 ranks", test_overlap_two_groups);
+    CU_add_test(s, "overlap and two groups, 3 ranks", test_overlap_3);
+    CU_add_test(s, "timeout", test_timeout);
+    CU_add_test(s, "abort, 3 ranks", test_abort);
+    CU_add_test(s, "dead peer", test_dead_peer);
+    CU_add_test(s, "mismatched collectives", test_mismatch);
+    CU_add_test(s, "no segment left in /dev/shm", test_no_leftovers);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}
