@@ -124,6 +124,8 @@ for rep in $(seq 1 "$REPS"); do
         lt_run lt_ddp_overlap "$b" --strategy ddp --devices 2 --set strategy.overlap=true $LT_SET
         # shellcheck disable=SC2086
         lt_run lt_ddp_nooverlap "$b" --strategy ddp --devices 2 --set strategy.overlap=false $LT_SET
+        # shellcheck disable=SC2086
+        lt_run lt_ddp_shm "$b" --strategy ddp --devices 2 --set strategy.process_group_backend=shm $LT_SET
     done
     if [ "$have_torch" = 1 ]; then
         torch_run torch_single 1
@@ -139,7 +141,8 @@ for line in open(sys.argv[1]):
     runs.setdefault((kv["run"], int(kv["batch"])), []).append(float(kv["samples_per_s"]))
 batches = [int(b) for b in sys.argv[2].split()]
 cols = [("lt_single", "lt 1 rank"), ("lt_ddp_overlap", "lt ddp overlap"),
-        ("lt_ddp_nooverlap", "lt ddp no-overlap"), ("torch_single", "torch 1 rank"),
+        ("lt_ddp_nooverlap", "lt ddp no-overlap"), ("lt_ddp_shm", "lt ddp shm"),
+        ("torch_single", "torch 1 rank"),
         ("torch_ddp", "torch DDP 2 ranks")]
 
 def med(run, b):
@@ -171,8 +174,10 @@ print()
 print("ratios: median (of bests)")
 rc = [("lt_ddp_overlap", "torch_ddp", "lt ddp overlap / torch DDP"),
       ("lt_ddp_nooverlap", "torch_ddp", "lt ddp no-overlap / torch DDP"),
+      ("lt_ddp_shm", "torch_ddp", "lt ddp shm / torch DDP"),
       ("lt_ddp_overlap", "lt_single", "lt ddp overlap / lt 1 rank"),
       ("lt_ddp_nooverlap", "lt_single", "lt ddp no-overlap / lt 1 rank"),
+      ("lt_ddp_shm", "lt_single", "lt ddp shm / lt 1 rank"),
       ("lt_single", "torch_single", "lt 1 rank / torch 1 rank"),
       ("torch_ddp", "torch_single", "torch DDP / torch 1 rank")]
 print("%6s" % "batch" + "".join("  %30s" % r[2] for r in rc))
@@ -189,8 +194,10 @@ def target(run, ref, b, need, what):
             what, b, need, m, bb, "met" if m >= need else "not met"))
 target("lt_ddp_overlap", "torch_ddp", 64, 2.0, "lt ddp (overlap, default) / torch DDP")
 target("lt_ddp_nooverlap", "torch_ddp", 64, 2.0, "lt ddp (no overlap) / torch DDP")
+target("lt_ddp_shm", "torch_ddp", 64, 2.0, "lt ddp (shm backend) / torch DDP")
 target("lt_ddp_overlap", "lt_single", 512, 1.6, "lt ddp (overlap, default) / lt 1 rank")
 target("lt_ddp_nooverlap", "lt_single", 512, 1.6, "lt ddp (no overlap) / lt 1 rank")
+target("lt_ddp_shm", "lt_single", 512, 1.6, "lt ddp (shm backend) / lt 1 rank")
 EOF
 if [ "$ALLREDUCE" = 1 ] && [ -s "$log.ar" ]; then
     echo

@@ -60,6 +60,12 @@ train ddp16x2f64 --strategy ddp --devices 2 --batch-size 16 --accumulate-grad-ba
 train single64s10f64 --strategy single_device --devices 1 --batch-size 64 --max-steps 10 --precision 64-true
 cmp_with ddp16x2f64 single64s10f64 $TOL64 both
 
+echo "ddp_equivalence: case 3: the shm backend: ddp 2 x 32 (shared memory) vs single_device 64, 20 steps"
+train ddp32shm --strategy ddp --devices 2 --batch-size 32 --max-steps 20 --set strategy.process_group_backend=shm
+compare ddp32shm single64
+train ddp32shmf64 --strategy ddp --devices 2 --batch-size 32 --max-steps 20 --precision 64-true --set strategy.process_group_backend=shm
+cmp_with ddp32shmf64 single64f64 $TOL64 both
+
 echo "ddp_equivalence: sanity: the comparison notices a different run (seed 2)"
 train other --strategy single_device --devices 1 --batch-size 64 --max-steps 20 --seed 2
 "$CKPT_COMPARE" "$IT_TMP/other/checkpoints/last.safetensors" "$IT_TMP/single64/checkpoints/last.safetensors" $TOL --metric norm >/dev/null 2>&1
