@@ -464,7 +464,8 @@ static void test_open_section(void) {
     lt_config_each(c, "model", visit_key, seen);
     ASSERT_STR(seen, "name=mlp;hidden=128;dropout=0.1;");
 
-    CU_ASSERT_EQUAL(lt_config_declare_section(c, "hooks", true), LT_OK);
+    lt_status open_st = lt_config_declare_section(c, "hooks", true);
+    CU_ASSERT_EQUAL(open_st, LT_OK);
     CU_ASSERT_EQUAL(lt_config_set_arg(c, "hooks.init_dist_connection=./libmine.so:my_init", NULL,
                                       err, sizeof err), LT_OK);
     CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_OK);
@@ -474,7 +475,8 @@ static void test_open_section(void) {
     CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
     ASSERT_CONTAINS(err, "model.hidden = 'many' (--set model.hidden=many) is not an integer");
     /* A closed section refuses the same thing. */
-    CU_ASSERT_EQUAL(lt_config_declare_section(c, "closed", false), LT_OK);
+    lt_status closed_st = lt_config_declare_section(c, "closed", false);
+    CU_ASSERT_EQUAL(closed_st, LT_OK);
     lt_config_set_arg(c, "model.hidden=3", NULL, err, sizeof err);
     lt_config_set_arg(c, "closed.anything=1", NULL, err, sizeof err);
     CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
