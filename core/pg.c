@@ -3,6 +3,7 @@
  * runs only when a wait has lasted a second, or failed. Then each rank writes
  * what it is waiting in to the store and reads the others', so ranks that
  * called different collectives get an error naming both instead of a hang. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,11 @@
 struct lt_pg {
     lt_run *run;
     const lt_backend_desc *b;
-    lt_ctx *bctx;
+    lt_ctx bctx_own;          /* this group's backend context (its own, so groups of
+                                 different backends never share one) */
+    lt_ctx *bctx;             /* = &bctx_own */
+    lt_work *free_works;      /* finished work records, reused: no malloc per step */
+    pthread_mutex_t pool_lock; /* issue and wait may run on different threads */
     lt_backend_group *g;
     lt_store *store;          /* this group's own connection (fingerprints) */
     char name[64];
@@ -28,6 +33,7 @@ struct lt_pg {
 
 struct lt_work {
     lt_pg *pg;
+    lt_work *next;            /* in pg->free_works */
     lt_backend_work *w;
     uint64_t seq;
     char what[96];            /* "allreduce #12 (1024 f32)" */
@@ -45,27 +51,22 @@ static lt_status connect_store(lt_run *r) {
     return LT_OK;
 }
 
-static lt_status backend_for(lt_run *r, const char *name, const lt_backend_desc **b, lt_ctx **ctx) {
+/* The group's backend: the run's (with its hook overrides) or another one by
+ * name (e.g. gloo beside nccl), in a context of the group's own. */
+static lt_status backend_for(lt_run *r, const char *name, lt_pg *pg) {
     if (!name || !strcasecmp(name, "auto") || (r->backend.loaded && !strcasecmp(name, r->backend.ctx.name))) {
         if (!r->backend.loaded)
             return lt_run_fail(r, LT_ERR_STATE, "no process-group backend is loaded; set strategy.process_group_backend");
-        *b = LT_BACKEND(r);
-        *ctx = &r->backend.ctx;
-        return LT_OK;
-    }
-    /* A second backend for one group (e.g. gloo beside nccl): load it once. */
-    static lt_plugin extra;
-    if (!extra.loaded || strcasecmp(extra.ctx.name, name)) {
+        pg->bctx_own = r->backend.ctx;
+    } else {
         char err[1024];
         const lt_plugin_header *d;
         lt_status st = lt_registry_load(r->registry, LT_KIND_BACKEND, name, &d, err, sizeof err);
         if (st != LT_OK) return lt_run_fail(r, st, "process group backend: %s", err);
-        lt_ctx_init(&extra.ctx, LT_KIND_BACKEND, d->name, d, r->config);
-        extra.desc = d;
-        extra.loaded = true;
+        lt_ctx_init(&pg->bctx_own, LT_KIND_BACKEND, d->name, d, r->config);
     }
-    *b = (const lt_backend_desc *)extra.desc;
-    *ctx = &extra.ctx;
+    pg->bctx = &pg->bctx_own;
+    pg->b = (const lt_backend_desc *)pg->bctx_own.desc;
     return LT_OK;
 }
 
@@ -84,7 +85,8 @@ lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_
     int64_t tmo_s = 1800;
     lt_config_int(r->config, "strategy", "timeout_s", &tmo_s, NULL, 0);
     pg->timeout_ms = tmo_s * 1000;
-    lt_status st = backend_for(r, backend, &pg->b, &pg->bctx);
+    pthread_mutex_init(&pg->pool_lock, NULL);
+    lt_status st = backend_for(r, backend, pg);
     if (st == LT_OK && (st = lt_store_clone(r->store, &pg->store)) != LT_OK)
         lt_run_fail(r, st, "cannot open a second connection to the rendezvous store: %s", lt_store_error(r->store));
     lt_store *bstore = NULL;
@@ -106,6 +108,7 @@ lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_
     }
     if (st != LT_OK) {
         if (pg->store) lt_store_close(pg->store);
+        pthread_mutex_destroy(&pg->pool_lock);
         free(pg);
         return st;
     }
@@ -118,6 +121,12 @@ void lt_pg_destroy(lt_pg *pg) {
     if (!pg) return;
     pg->b->destroy(pg->bctx, pg->g);
     if (pg->store) lt_store_close(pg->store);
+    while (pg->free_works) {
+        lt_work *n = pg->free_works->next;
+        free(pg->free_works);
+        pg->free_works = n;
+    }
+    pthread_mutex_destroy(&pg->pool_lock);
     free(pg);
 }
 
@@ -135,7 +144,11 @@ static lt_status issue(lt_pg *pg, lt_status st, lt_backend_work *bw, lt_work **o
         *out = NULL;
         return st;
     }
-    lt_work *w = malloc(sizeof *w);
+    pthread_mutex_lock(&pg->pool_lock);
+    lt_work *w = pg->free_works;
+    if (w) pg->free_works = w->next;
+    pthread_mutex_unlock(&pg->pool_lock);
+    if (!w) w = malloc(sizeof *w);
     if (!w) {
         pg->b->wait(pg->bctx, bw, -1);
         pg->b->free_work(pg->bctx, bw);
@@ -221,7 +234,10 @@ lt_status lt_work_wait(lt_work *w) {
                      pg->name, *msg ? msg : lt_status_str(st));
     }
     pg->b->free_work(pg->bctx, w->w);
-    free(w);
+    pthread_mutex_lock(&pg->pool_lock);
+    w->next = pg->free_works;
+    pg->free_works = w;
+    pthread_mutex_unlock(&pg->pool_lock);
     return st;
 }
 
