@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <time.h>
 #include "run_internal.h"
+#include "store_server.h"
 
 #define PG_CHECK_SLICE_MS 1000
 
@@ -44,6 +45,15 @@ static lt_status connect_store(lt_run *r) {
     int64_t tmo = 300;
     lt_config_int(r->config, "launcher", "rdzv_timeout_s", &tmo, NULL, 0);
     char err[512];
+    /* ltrun and ddp_spawn host the store and say so; under srun, mpirun or
+     * torchrun nobody does, so rank 0 hosts it for the job's lifetime. */
+    const char *hosted = getenv("LT_STORE_HOSTED");
+    if (r->world.global_rank == 0 && r->world.world_size > 1 && !(hosted && *hosted == '1') && !r->store_server) {
+        int port = 0;
+        lt_status st = lt_store_server_start(NULL, r->world.main_port, NULL, &r->store_server, &port, err, sizeof err);
+        if (st != LT_OK)
+            return lt_run_fail(r, st, "rank 0: cannot host the rendezvous store (no launcher hosts one): %s", err);
+    }
     lt_status st = lt_store_connect(r->world.main_address, r->world.main_port, NULL, (int)(tmo * 1000),
                                     &r->store, err, sizeof err);
     if (st != LT_OK) return lt_run_fail(r, st, "rank %d: %s", r->world.global_rank, err);

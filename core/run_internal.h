@@ -45,6 +45,7 @@ struct lt_run {
 
     /* distributed */
     lt_store *store;
+    struct lt_store_server *store_server; /* rank 0 hosts it when no launcher does */
     lt_pg *default_pg;
     bool external_launch; /* a launcher (ltrun, torchrun, srun) started this process */
 

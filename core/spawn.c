@@ -227,6 +227,7 @@ lt_status lt_trainer_fit_spawn(lt_trainer *t) {
     setenv_int("WORLD_SIZE", n);
     setenv_int("LOCAL_WORLD_SIZE", n);
     setenv("NODE_RANK", "0", 1);
+    setenv("LT_STORE_HOSTED", "1", 1);
     share_cores(r, n);
     pid_t pids[LT_MAX_DEVICES] = {0};
     int fds[LT_MAX_DEVICES];
@@ -248,7 +249,7 @@ lt_status lt_trainer_fit_spawn(lt_trainer *t) {
     for (int i = 0; i < n; i++)
         if (fds[i] >= 0) close(fds[i]);
     lt_store_server_stop(srv);
-    const char *vars[] = {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK"};
+    const char *vars[] = {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "LT_STORE_HOSTED"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
     if (st != LT_OK) return st;
     LT_CHECK(adopt_results(t));

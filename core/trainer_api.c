@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "trainer_internal.h"
+#include "store_server.h"
 
 lt_status lt_trainer_set_ckpt_path(lt_trainer *t, const char *path) {
     if (!path || strlen(path) >= sizeof t->ckpt_path)
@@ -57,6 +58,7 @@ void lt_trainer_free(lt_trainer *t) {
     }
     if (r->accel_ready) LT_ACC(r)->teardown(&r->accel.ctx);
     if (r->store) lt_store_close(r->store);
+    if (r->store_server) lt_store_server_stop(r->store_server);
     lt_metrics_free(&r->metrics);
     free(t->spawn_params);
     if (r->registry) lt_registry_free(r->registry);

@@ -2,6 +2,7 @@
  * setup_environment → init_dist_connection → module init into flat buffers →
  * precision setup → configure_ddp → optimizer → data. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +297,13 @@ lt_status lt_trainer_read_loop_config(lt_trainer *t) {
     if (t->val_batch_size <= 0) t->val_batch_size = t->batch_size;
     t->max_epochs = cfg_int(r, "trainer", "max_epochs");
     t->max_steps = cfg_int(r, "trainer", "max_steps");
+    /* Lightning: -1 means no limit; anything below is a mistake, not "zero epochs". */
+    if (t->max_epochs < -1 || t->max_steps < -1)
+        return lt_run_fail(r, LT_ERR_INVALID, "trainer.max_epochs = %lld, trainer.max_steps = %lld: use -1 for no limit or a count >= 0",
+                           (long long)t->max_epochs, (long long)t->max_steps);
+    if (t->max_epochs == -1 && t->max_steps == -1)
+        return lt_run_fail(r, LT_ERR_INVALID, "trainer.max_epochs and trainer.max_steps are both -1: training would never end; set one of them");
+    if (t->max_epochs == -1) t->max_epochs = INT64_MAX;
     t->min_epochs = cfg_int(r, "trainer", "min_epochs");
     r->accumulate = cfg_int(r, "trainer", "accumulate_grad_batches");
     if (r->accumulate < 1) return lt_run_fail(r, LT_ERR_INVALID, "trainer.accumulate_grad_batches = %lld must be >= 1", (long long)r->accumulate);
@@ -341,6 +349,17 @@ lt_status lt_trainer_setup_worker(lt_trainer *t) {
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "setup_environment", st);
     st = LT_STRAT(r)->init_dist_connection(&r->strategy.ctx, r);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "init_dist_connection", st);
+    /* One seed for the job: without trainer.seed each process drew its own,
+     * and the samplers must shuffle alike on every rank. */
+    if (r->world.world_size > 1) {
+        int64_t seed = (int64_t)r->seed;
+        st = LT_STRAT(r)->broadcast(&r->strategy.ctx, r, &seed, 1, LT_I64, 0);
+        if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "broadcast (seed)", st);
+        r->seed = (uint64_t)seed;
+        char buf[32];
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)r->seed);
+        setenv("LT_GLOBAL_SEED", buf, 1);
+    }
     LT_CHECK(setup_model(t));
     st = LT_PREC(r)->setup(&r->precision.ctx, r);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "setup", st);

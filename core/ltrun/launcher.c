@@ -245,6 +245,7 @@ static int env_build(launcher *L, int local, int restart, env_list *e) {
     PUT("LT_GLOBAL_SEED", "%s", L->seed);
     PUT("LT_RESTART_COUNT", "%d", restart);
     PUT("LT_STATUS_FD", "%d", L->slot_fd);
+    PUT("LT_STORE_HOSTED", "%d", 1); /* workers must not host a store of their own */
     if (L->token[0]) PUT("LT_RDZV_TOKEN", "%s", L->token);
     if (!getenv("OPENBLAS_NUM_THREADS")) PUT("OPENBLAS_NUM_THREADS", "%d", L->threads);
     if (!getenv("OMP_NUM_THREADS")) PUT("OMP_NUM_THREADS", "%d", L->threads);

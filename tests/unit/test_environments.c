@@ -299,7 +299,7 @@ static void test_torchelastic_vars(void) {
     EXPECT_INT(&TORCHELASTIC, score, 30);
     EXPECT_BOOL(&TORCHELASTIC, creates_processes_externally, true);
     EXPECT_ADDR(&TORCHELASTIC, "node0");
-    EXPECT_INT(&TORCHELASTIC, main_port, 29400);
+    EXPECT_INT(&TORCHELASTIC, main_port, 29401); /* torchrun's store holds MASTER_PORT itself */
     EXPECT_INT(&TORCHELASTIC, world_size, 4);
     EXPECT_INT(&TORCHELASTIC, global_rank, 3);
     EXPECT_INT(&TORCHELASTIC, local_rank, 1);

@@ -420,6 +420,28 @@ static void test_no_model(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "model.name"));
 }
 
+/* -1 is "no limit"; a value below it is refused rather than training nothing. */
+static void test_bad_limits(void) {
+    char root[512], err[2048] = "";
+    new_dir(root, sizeof root, "limits");
+    sets s;
+    base_sets(&s, root, NULL);
+    put(&s, "trainer.max_epochs=-5");
+    lt_status st = new_or_fit(&s, err, sizeof err);
+    printf("\n  max_epochs=-5: status %d: %s", st, err);
+    CU_ASSERT(st == LT_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "max_epochs = -5"));
+    sets t;
+    base_sets(&t, root, NULL);
+    put(&t, "trainer.max_epochs=-1");
+    put(&t, "trainer.max_steps=-1");
+    err[0] = 0;
+    st = new_or_fit(&t, err, sizeof err);
+    printf("\n  max_epochs=-1 and max_steps=-1: status %d: %s", st, err);
+    CU_ASSERT(st == LT_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "never end"));
+}
+
 static void test_empty_data_dir(void) {
     char root[512], data[512], err[2048] = "";
     new_dir(root, sizeof root, "nodata");
@@ -463,6 +485,7 @@ int main(void) {
     CU_add_test(s, "e. 64-true close to 32-true", test_precision64);
     CU_add_test(s, "f. unknown key suggests the right one", test_bad_key);
     CU_add_test(s, "f. no model.name", test_no_model);
+    CU_add_test(s, "f. max_epochs/max_steps below -1 or both -1", test_bad_limits);
     CU_add_test(s, "f. empty data.dir names the file", test_empty_data_dir);
     CU_add_test(s, "f. unknown strategy", test_bad_strategy);
     CU_basic_set_mode(CU_BRM_VERBOSE);

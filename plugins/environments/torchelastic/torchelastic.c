@@ -41,9 +41,14 @@ static lt_status main_address(lt_ctx *ctx, char *buf, size_t len) {
     return env_copy_host(ctx, "MASTER_ADDR", addr, buf, len, FIX_ADDR);
 }
 
+/* torchrun's own TCPStore (PyTorch's protocol, not lt's) listens on
+ * MASTER_PORT, so lt's store, hosted by rank 0, takes the next port. */
 static lt_status main_port(lt_ctx *ctx, int *out) {
-    return env_int(ctx, "MASTER_PORT", 1, 65535, ENV_REQUIRED,
-                   "MASTER_PORT must be the rendezvous port" FIX, out);
+    int port;
+    LT_CHECK(env_int(ctx, "MASTER_PORT", 1, 65534, ENV_REQUIRED,
+                     "MASTER_PORT must be the rendezvous port" FIX, &port));
+    *out = port + 1;
+    return LT_OK;
 }
 
 static lt_status world_size(lt_ctx *ctx, int *out) {

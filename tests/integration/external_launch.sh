@@ -1,0 +1,49 @@
+#!/bin/bash
+# When srun, mpirun or torchrun already started one process per rank, ltrun
+# starts nothing: each process trains as one worker, rank 0 hosts the
+# rendezvous store (no launcher does), and the job equals ddp under ltrun.
+# Two processes are started by hand with SLURM's variables, then with
+# torchrun's; each job's checkpoint is compared with a single process on the
+# combined batch, as in ddp_equivalence.
+source "$(dirname "$0")/common.sh"
+it_init external_launch "$@"
+SAME=(--seed 1 --set data.shuffle=true --set optimizer.name=sgd --set optimizer.lr=0.05
+      --set optimizer.momentum=0.9 --max-epochs 1 --max-steps 20)
+
+run_pair() { # run_pair LABEL "ENV for rank 0" "ENV for rank 1"
+    local label=$1 pids=() r
+    for r in 0 1; do
+        local envs=$2; [ $r = 1 ] && envs=$3
+        env $envs "$LTRUN" "${BASE[@]}" "${SAME[@]}" --strategy ddp --devices 2 --batch-size 32 \
+            --default-root-dir "$IT_TMP/$label" >"$IT_TMP/$label.$r.out" 2>"$IT_TMP/$label.$r.err" &
+        pids+=($!)
+    done
+    local rc0=0 rc1=0
+    wait "${pids[0]}" || rc0=$?
+    wait "${pids[1]}" || rc1=$?
+    check "$label: rank 0 exits 0" [ $rc0 -eq 0 ]
+    check "$label: rank 1 exits 0" [ $rc1 -eq 0 ]
+    [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || { show_tail "$IT_TMP/$label.0.err"; show_tail "$IT_TMP/$label.1.err"; }
+    check "$label: started no workers of its own" bash -c "! grep -q 'starting 2 workers' '$IT_TMP/$label.0.out' '$IT_TMP/$label.0.err'"
+    check "$label: wrote checkpoints/last.safetensors" [ -s "$IT_TMP/$label/checkpoints/last.safetensors" ]
+    "$CKPT_COMPARE" "$IT_TMP/$label/checkpoints/last.safetensors" "$IT_TMP/single/checkpoints/last.safetensors" \
+        1e-5 --metric norm >"$IT_TMP/cmp-$label.txt" 2>&1
+    local rc=$?
+    sed -n '/^max relative/p' "$IT_TMP/cmp-$label.txt" | sed 's/^/    /'
+    check "$label equals one process with batch 64 (norm relative difference <= 1e-5)" [ $rc -eq 0 ]
+}
+
+run_ltrun single "${BASE[@]}" "${SAME[@]}" --strategy single_device --devices 1 --batch-size 64 \
+    --default-root-dir "$IT_TMP/single"
+check "single: ltrun exits 0" [ "$RC" -eq 0 ]
+
+PORT=$("$TCP_PORT" free)
+COMMON_SLURM="SLURM_NTASKS=2 SLURM_NNODES=1 SLURM_NODEID=0 SLURM_JOB_NAME=lt SLURM_NODELIST=127.0.0.1 MASTER_PORT=$PORT"
+echo "external_launch: srun-style: SLURM_PROCID 0 and 1, rank 0 hosts the store on port $PORT"
+run_pair slurm "$COMMON_SLURM SLURM_PROCID=0 SLURM_LOCALID=0" "$COMMON_SLURM SLURM_PROCID=1 SLURM_LOCALID=1"
+
+PORT=$("$TCP_PORT" free)
+COMMON_TE="TORCHELASTIC_RUN_ID=lt-test WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 GROUP_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT"
+echo "external_launch: torchrun-style: RANK 0 and 1; lt's store on MASTER_PORT + 1"
+run_pair torchrun "$COMMON_TE RANK=0 LOCAL_RANK=0" "$COMMON_TE RANK=1 LOCAL_RANK=1"
+it_finish
