@@ -66,6 +66,13 @@ compare ddp32shm single64
 train ddp32shmf64 --strategy ddp --devices 2 --batch-size 32 --max-steps 20 --precision 64-true --set strategy.process_group_backend=shm
 cmp_with ddp32shmf64 single64f64 $TOL64 both
 
+echo "ddp_equivalence: torchrun's flag names, the effective batch line and lr_scaling"
+train aliases --strategy ddp --nproc-per-node 2 --nnodes 1 --batch-size 32 --max-steps 2 \
+    --set optimizer.lr_scaling=linear --set optimizer.reference_batch_size=32
+check "aliases: --nproc-per-node 2 started 2 workers" contains "$IT_TMP/aliases.out" "starting 2 workers"
+check "aliases: effective batch 64 = 32 x 2 printed" contains "$IT_TMP/aliases.out" "effective batch size 64 = 32 per process x 2"
+check "aliases: linear scaling doubles lr 0.05 to 0.1" contains "$IT_TMP/aliases.out" "lr 0.1 (lr_scaling linear"
+
 echo "ddp_equivalence: sanity: the comparison notices a different run (seed 2)"
 train other --strategy single_device --devices 1 --batch-size 64 --max-steps 20 --seed 2
 "$CKPT_COMPARE" "$IT_TMP/other/checkpoints/last.safetensors" "$IT_TMP/single64/checkpoints/last.safetensors" $TOL --metric norm >/dev/null 2>&1

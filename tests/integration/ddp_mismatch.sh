@@ -33,4 +33,16 @@ probe() { # probe MODE EPOCHS
 
 probe extra 1
 probe only_rank1 2
+
+echo "ddp_mismatch: model.mode=collectives: the module's collectives give the right values"
+for strat in "ddp --devices 2" "single_device --devices 1"; do
+    label=collectives-${strat%% *}
+    run_ltrun "$label" --plugin-dir "$IT_PLUGINS" --plugin-dir "$PLUGINS" --model mismatch_probe \
+        --set model.mode=collectives --strategy $strat --batch-size 32 --max-epochs 1 \
+        --set trainer.limit_train_batches=3 --set trainer.limit_val_batches=3 \
+        --set trainer.num_sanity_val_steps=0 --no-test --set trainer.enable_progress_bar=false \
+        --set strategy.timeout_s=20 --default-root-dir "$IT_TMP/$label"
+    check "$label: all_gather, reduce, broadcast, barrier, rank checks pass (exit 0)" [ "$RC" -eq 0 ]
+    [ "$RC" -eq 0 ] || show_tail "$IT_TMP/$label.err"
+done
 it_finish
