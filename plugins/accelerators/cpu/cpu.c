@@ -81,6 +81,11 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
                      "cpu accelerator: setup called twice on one context; call teardown first");
         return LT_ERR_STATE;
     }
+    const char *gemm = lt_param_str(ctx, "gemm", "auto");
+    if (strcmp(gemm, "auto") != 0 && strcmp(gemm, "openblas") != 0) {
+        lt_set_error(ctx, "cpu accelerator: gemm=%s is not one of auto, openblas", gemm);
+        return LT_ERR_INVALID;
+    }
     cpu_state *s = calloc(1, sizeof *s);
     if (!s) {
         lt_set_error(ctx, "cpu accelerator: out of memory creating its state");
@@ -88,6 +93,10 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
     }
     pthread_mutex_init(&s->err_lock, NULL);
     s->pending = LT_OK;
+    s->gemm_lt = strcmp(gemm, "auto") == 0 && lt_sgemm_avx512_usable();
+    lt_log(ctx, LT_LOG_DEBUG, "f32 gemm: %s",
+           s->gemm_lt ? "lt's AVX-512 kernels where a dimension is short, else OpenBLAS"
+                      : "OpenBLAS");
     /* 0 leaves OpenBLAS as OPENBLAS_NUM_THREADS (or its own default) set it;
      * the launcher already shares cores among local ranks that way. */
     int64_t threads = lt_param_int(ctx, "num_threads", 0);
@@ -104,6 +113,7 @@ static lt_status cpu_teardown(lt_ctx *ctx) {
         lt_log(ctx, LT_LOG_WARN, "teardown with %llu bytes still allocated (leak)",
                (unsigned long long)live);
     pthread_mutex_destroy(&s->err_lock);
+    lt_sgemm_scratch_free(&s->gemm_scratch);
     free(s);
     lt_ctx_set_state(ctx, NULL);
     return LT_OK;
@@ -237,12 +247,15 @@ static lt_status cpu_memory_stats(lt_ctx *ctx, lt_memory_stats *out) {
 static const lt_param_spec cpu_params[] = {
     {"num_threads", LT_PARAM_INT, "0",
      "OpenBLAS threads for this worker; 0 keeps OPENBLAS_NUM_THREADS or OpenBLAS's default"},
+    {"gemm", LT_PARAM_STRING, "auto",
+     "auto (f32 GEMMs with a short dimension, such as the batch, run lt's AVX-512 kernels "
+     "when the CPU has AVX-512; the rest OpenBLAS) | openblas (always OpenBLAS)"},
     {NULL, 0, NULL, NULL},
 };
 
 static const lt_accelerator_desc cpu_desc = {
     LT_HEADER(LT_KIND_ACCELERATOR, lt_accelerator_desc, "cpu", NULL, "1.0.0",
-              "CPU: OpenBLAS GEMM, vectorised elementwise kernels", cpu_params, NULL),
+              "CPU: OpenBLAS and AVX-512 GEMM, vectorised elementwise kernels", cpu_params, NULL),
     .is_available = cpu_is_available,
     .device_count = cpu_device_count,
     .setup = cpu_setup,

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include "gemm_avx512.h"
 #include "lt/accelerator.h"
 
 /* Hot loops get an AVX2/FMA (x86-64-v3) clone chosen once at load time by
@@ -46,6 +47,8 @@ typedef struct cpu_state {
     pthread_mutex_t err_lock;   /* guards the two fields below (cold path) */
     lt_status pending;          /* LT_OK when nothing happened */
     char pending_msg[256];
+    bool gemm_lt;                 /* f32 GEMM through gemm_avx512.c where it fits */
+    lt_sgemm_scratch gemm_scratch; /* its packing space */
 } cpu_state;
 
 /* Parks an error for the next synchronize (first one wins). */

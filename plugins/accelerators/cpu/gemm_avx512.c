@@ -1,0 +1,230 @@
+/* Single-precision GEMM for the shapes a training step makes, on AVX-512.
+ *
+ * Why not OpenBLAS for everything: at small batch every GEMM of an MLP step
+ * has one short dimension (the batch, 64), and OpenBLAS then spends about a
+ * sixth of its time packing operands (and zeroing C before a beta = 0 call),
+ * work that does not shrink with the short dimension. Here the operands are
+ * read in place wherever their layout allows:
+ *
+ *   - the micro-kernel keeps an MR x (NV*16) tile of C in registers, and for
+ *     each k broadcasts MR scalars of A (from any layout: A is addressed with
+ *     a row stride and a k stride) and loads NV vectors of one row of B;
+ *   - so op(B) must have rows contiguous in n: B not transposed. That covers
+ *     dX = dY W (NN) and dW = dY^T X (TN) directly;
+ *   - Y = X W^T (NT, the forward pass) is computed as Y^T = W X^T: W is the
+ *     broadcast operand in place, X^T (the small, batch-sized operand) is
+ *     packed, and the tile of Y^T is written out transposed.
+ *
+ * The caller (gemm.c) uses this only when the CPU has AVX-512 and some
+ * dimension is short; elsewhere OpenBLAS's packing pays for itself. Results
+ * differ from OpenBLAS's in rounding only (another summation order); every
+ * path is checked against a double-precision reference in test_cpu_kernels. */
+#include "gemm_avx512.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
+#define INLINE inline __attribute__((always_inline))
+
+enum { KC = 256 }; /* k block: an MR x KC slab of A stays in L1 across n */
+
+/* C[i, 0:nv*16] = alpha * acc + beta * C for one tile; `last` masks the
+ * final vector of each row (n not a multiple of 16). beta == 0 never reads C,
+ * so C may hold garbage (NaN) then, as BLAS promises. */
+static AVX512 INLINE void store_row(float *c, const __m512 *acc, int nv, __mmask16 last,
+                                    __m512 alpha, float beta) {
+    for (int j = 0; j < nv; j++) {
+        __mmask16 mk = j == nv - 1 ? last : (__mmask16)0xFFFF;
+        __m512 v = _mm512_mul_ps(acc[j], alpha);
+        if (beta != 0.0f)
+            v = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mk, c + 16 * j), v);
+        _mm512_mask_storeu_ps(c + 16 * j, mk, v);
+    }
+}
+
+/* The micro-kernel: C[0:MR, 0:NV*16] (masked) = alpha * sum_p A[i, p] B[p, :]
+ * + beta * C, A[i, p] at a[i * a_rs + p * a_cs], B[p, :] at b + p * ldb.
+ * A macro, not an inline function with constant arguments, so that the
+ * accumulator array has a literal size and lives in registers. */
+typedef void (*tile_fn)(int64_t kc, const float *a, int64_t a_rs, int64_t a_cs, const float *b,
+                        int64_t ldb, float *c, int64_t ldc, float alpha, float beta,
+                        __mmask16 last);
+
+#define TILE_FN(MR, NV)                                                                       \
+    static AVX512 void tile_##MR##x##NV(int64_t kc, const float *a, int64_t a_rs,             \
+                                        int64_t a_cs, const float *b, int64_t ldb, float *c,  \
+                                        int64_t ldc, float alpha, float beta,                 \
+                                        __mmask16 last) {                                     \
+        __m512 acc[MR][NV];                                                                   \
+        _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                  \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NV; j++) acc[i][j] =                  \
+                _mm512_setzero_ps();                                                          \
+        for (int64_t p = 0; p < kc; p++) {                                                    \
+            __m512 bv[NV];                                                                    \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NV - 1; j++) bv[j] =                  \
+                _mm512_loadu_ps(b + 16 * j);                                                  \
+            bv[NV - 1] = _mm512_maskz_loadu_ps(last, b + 16 * (NV - 1));                      \
+            _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {                            \
+                __m512 av = _mm512_set1_ps(a[i * a_rs]);                                      \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NV; j++) acc[i][j] =              \
+                    _mm512_fmadd_ps(av, bv[j], acc[i][j]);                                    \
+            }                                                                                 \
+            a += a_cs;                                                                        \
+            b += ldb;                                                                         \
+        }                                                                                     \
+        __m512 va = _mm512_set1_ps(alpha);                                                    \
+        _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                  \
+            store_row(c + i * ldc, acc[i], NV, last, va, beta);                               \
+    }
+#define TILE_ROWS(X, NV) X(1, NV) X(2, NV) X(3, NV) X(4, NV) X(5, NV) X(6, NV) X(7, NV) X(8, NV)
+TILE_ROWS(TILE_FN, 1)
+TILE_ROWS(TILE_FN, 2)
+TILE_ROWS(TILE_FN, 3)
+TILE_FN(1, 4) TILE_FN(2, 4) TILE_FN(3, 4) TILE_FN(4, 4) TILE_FN(5, 4) TILE_FN(6, 4)
+
+#define TILE_PTR(MR, NV) [MR][NV] = tile_##MR##x##NV,
+static const tile_fn tiles[9][5] = {
+    TILE_ROWS(TILE_PTR, 1) TILE_ROWS(TILE_PTR, 2) TILE_ROWS(TILE_PTR, 3)
+    TILE_PTR(1, 4) TILE_PTR(2, 4) TILE_PTR(3, 4) TILE_PTR(4, 4) TILE_PTR(5, 4) TILE_PTR(6, 4)
+};
+
+/* Register blocking: 24 accumulators either way. Four vectors (64 columns)
+ * fit the transposed forward pass, whose n is the batch; three otherwise. */
+static void blocking(int64_t n, int *mr, int *nv) {
+    if (n % 64 == 0 && n <= 256) {
+        *mr = 6, *nv = 4;
+    } else {
+        *mr = 8, *nv = 3;
+    }
+}
+
+/* C = alpha * op(A) B + beta * C with B row-major k x n (not transposed). */
+static void gemm_b_rows(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                        int64_t a_rs, int64_t a_cs, const float *b, int64_t ldb, float beta,
+                        float *c, int64_t ldc) {
+    int MR, NV;
+    blocking(n, &MR, &NV);
+    const int64_t NB = 16 * (int64_t)NV;
+    for (int64_t p0 = 0; p0 < k; p0 += KC) {
+        int64_t kc = k - p0 < KC ? k - p0 : KC;
+        float be = p0 == 0 ? beta : 1.0f;
+        float al = alpha;
+        for (int64_t i0 = 0; i0 < m; i0 += MR) {
+            int mr = m - i0 < MR ? (int)(m - i0) : MR;
+            const float *ap = a + i0 * a_rs + p0 * a_cs;
+            for (int64_t j0 = 0; j0 < n; j0 += NB) {
+                int64_t nr = n - j0 < NB ? n - j0 : NB;
+                int nv = (int)((nr + 15) / 16);
+                int rem = (int)(nr - 16 * (nv - 1));
+                __mmask16 last = (__mmask16)(rem == 16 ? 0xFFFF : (1u << rem) - 1);
+                tiles[mr][nv](kc, ap, a_rs, a_cs, b + p0 * ldb + j0, ldb, c + i0 * ldc + j0, ldc,
+                              al, be, last);
+            }
+        }
+    }
+}
+
+bool lt_sgemm_avx512_usable(void) {
+    static int ok = -1;
+    if (ok < 0) {
+        __builtin_cpu_init();
+        ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+    }
+    return ok;
+}
+
+static bool scratch_reserve(lt_sgemm_scratch *s, size_t floats) {
+    size_t need = floats * sizeof(float);
+    if (need <= s->bytes) return true;
+    void *p = NULL;
+    size_t bytes = (need + 4095) & ~(size_t)4095;
+    if (posix_memalign(&p, 64, bytes)) return false;
+    free(s->buf);
+    s->buf = p;
+    s->bytes = bytes;
+    return true;
+}
+
+/* dst (cols x rows, row stride rows) = src^T, src rows x cols with stride ld.
+ * Blocks of 8 source rows keep the writes within a few cache lines. */
+static void transpose(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+    for (int64_t i0 = 0; i0 < rows; i0 += 8)
+        for (int64_t p = 0; p < cols; p++)
+            for (int64_t i = i0; i < rows && i < i0 + 8; i++) dst[p * rows + i] = src[i * ld + p];
+}
+
+/* op(B) transposed (B stored n x k). Packs the smaller operand:
+ *  - n <= m (a thin output layer): B^T (k x n) is packed and the product
+ *    runs directly;
+ *  - otherwise: op(A)^T (k x m) is packed, Y^T = B op(A)^T is computed with B
+ *    in place as the broadcast operand, and written back transposed. */
+static bool gemm_nt(lt_sgemm_scratch *s, bool ta, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                    int64_t ldc) {
+    if (n <= m) {
+        if (!scratch_reserve(s, (size_t)(k * n))) return false;
+        transpose(s->buf, b, n, k, ldb);
+        gemm_b_rows(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, s->buf, n, beta, c, ldc);
+        return true;
+    }
+    int64_t xt_floats = (k * m + 15) & ~(int64_t)15;
+    if (!scratch_reserve(s, (size_t)(xt_floats + n * m))) return false;
+    float *xt = s->buf;       /* k x m: op(A)^T */
+    float *yt = xt + xt_floats; /* n x m: (op(A) B^T)^T */
+    if (ta) /* op(A) = A^T with A stored k x m: op(A)^T is A itself */
+        for (int64_t p = 0; p < k; p++) memcpy(xt + p * m, a + p * lda, (size_t)m * sizeof(float));
+    else
+        transpose(xt, a, m, k, lda);
+    gemm_b_rows(n, m, k, 1.0f, b, ldb, 1, xt, m, 0.0f, yt, m);
+    for (int64_t i = 0; i < m; i++) {
+        float *ci = c + i * ldc;
+        if (beta == 0)
+            for (int64_t j = 0; j < n; j++) ci[j] = alpha * yt[j * m + i];
+        else
+            for (int64_t j = 0; j < n; j++) ci[j] = alpha * yt[j * m + i] + beta * ci[j];
+    }
+    return true;
+}
+
+bool lt_sgemm_avx512(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                     float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                     float beta, float *c, int64_t ldc) {
+    if (!lt_sgemm_avx512_usable() || m <= 0 || n <= 0 || k <= 0) return false;
+    /* The row of B the kernels stream (n, or m when the NT case computes the
+     * transpose) times a k block must sit in L2 with room to spare; beyond
+     * that OpenBLAS's blocking wins. A thin NT output (the 10 logits) at small
+     * batch is cheaper for OpenBLAS than packing. */
+    int64_t row = tb && n > m ? m : n;
+    if ((k < KC ? k : KC) * row > (1 << 18)) return false;
+    if (tb && n < 16 && m <= 128) return false;
+    if (!tb) {
+        gemm_b_rows(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, ldb, beta, c, ldc);
+        return true;
+    }
+    return gemm_nt(s, ta, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+#else /* not x86-64 with GCC or Clang: OpenBLAS does everything */
+
+bool lt_sgemm_avx512_usable(void) { return false; }
+
+bool lt_sgemm_avx512(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                     float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                     float beta, float *c, int64_t ldc) {
+    (void)s, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)lda;
+    (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
+    return false;
+}
+
+#endif
+
+void lt_sgemm_scratch_free(lt_sgemm_scratch *s) {
+    free(s->buf);
+    s->buf = NULL;
+    s->bytes = 0;
+}
