@@ -30,7 +30,10 @@
 #define AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
 #define INLINE inline __attribute__((always_inline))
 
-enum { KC = 256 }; /* k block: an MR x KC slab of A stays in L1 across n */
+enum {
+    KC = 256,   /* k block: an MR x KC slab of A stays in L1 across n */
+    SHORT = 128 /* a call is taken only when some dimension is at most this */
+};
 
 /* C[i, 0:nv*16] = alpha * acc + beta * C for one tile; `last` masks the
  * final vector of each row (n not a multiple of 16). beta == 0 never reads C,
@@ -150,12 +153,61 @@ static bool scratch_reserve(lt_sgemm_scratch *s, size_t floats) {
     return true;
 }
 
-/* dst (cols x rows, row stride rows) = src^T, src rows x cols with stride ld.
- * Blocks of 8 source rows keep the writes within a few cache lines. */
-static void transpose(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
-    for (int64_t i0 = 0; i0 < rows; i0 += 8)
-        for (int64_t p = 0; p < cols; p++)
-            for (int64_t i = i0; i < rows && i < i0 + 8; i++) dst[p * rows + i] = src[i * ld + p];
+/* In-register transpose of 16 rows of 16 floats: three rounds of shuffles,
+ * then the 128-bit lanes put in place. */
+static AVX512 INLINE void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4)
+        for (int j = 0; j < 2; j++) {
+            __m512d a = _mm512_castps_pd(t[i + j]), b = _mm512_castps_pd(t[i + j + 2]);
+            r[i + j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+            r[i + j + 2] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        }
+    for (int i = 0; i < 16; i += 8)
+        for (int j = 0; j < 4; j++) {
+            t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+            t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+    }
+    /* r[k] now holds source column k with bits 0 and 1 of k swapped
+     * (0, 2, 1, 3, 4, 6, 5, 7, ...), rows in order. */
+}
+
+/* dst[c, r] = alpha * src[r, c] + beta * dst[c, r] for r < rows, c < cols
+ * (src row stride lds, dst row stride ldd); beta 0 never reads dst. In
+ * 16 x 16 blocks, edges masked. */
+static AVX512 void transpose_scale(float *dst, int64_t ldd, const float *src, int64_t lds,
+                                   int64_t rows, int64_t cols, float alpha, float beta) {
+    static const int order[16] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+        int nr = rows - r0 < 16 ? (int)(rows - r0) : 16;
+        __mmask16 rmask = (__mmask16)(nr == 16 ? 0xFFFF : (1u << nr) - 1);
+        for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+            int nc = cols - c0 < 16 ? (int)(cols - c0) : 16;
+            __mmask16 cmask = (__mmask16)(nc == 16 ? 0xFFFF : (1u << nc) - 1);
+            __m512 r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = i < nr ? _mm512_maskz_loadu_ps(cmask, src + (r0 + i) * lds + c0)
+                              : _mm512_setzero_ps();
+            transpose16(r);
+            for (int k = 0; k < 16; k++) {
+                int c = order[k];
+                if (c >= nc) continue;
+                float *d = dst + (c0 + c) * ldd + r0;
+                __m512 v = alpha == 1.0f ? r[k] : _mm512_mul_ps(r[k], va);
+                if (beta != 0.0f) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(rmask, d), v);
+                _mm512_mask_storeu_ps(d, rmask, v);
+            }
+        }
+    }
 }
 
 /* op(B) transposed (B stored n x k). Packs the smaller operand:
@@ -168,7 +220,7 @@ static bool gemm_nt(lt_sgemm_scratch *s, bool ta, int64_t m, int64_t n, int64_t 
                     int64_t ldc) {
     if (n <= m) {
         if (!scratch_reserve(s, (size_t)(k * n))) return false;
-        transpose(s->buf, b, n, k, ldb);
+        transpose_scale(s->buf, n, b, ldb, n, k, 1.0f, 0.0f);
         gemm_b_rows(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, s->buf, n, beta, c, ldc);
         return true;
     }
@@ -179,15 +231,9 @@ static bool gemm_nt(lt_sgemm_scratch *s, bool ta, int64_t m, int64_t n, int64_t 
     if (ta) /* op(A) = A^T with A stored k x m: op(A)^T is A itself */
         for (int64_t p = 0; p < k; p++) memcpy(xt + p * m, a + p * lda, (size_t)m * sizeof(float));
     else
-        transpose(xt, a, m, k, lda);
+        transpose_scale(xt, m, a, lda, m, k, 1.0f, 0.0f);
     gemm_b_rows(n, m, k, 1.0f, b, ldb, 1, xt, m, 0.0f, yt, m);
-    for (int64_t i = 0; i < m; i++) {
-        float *ci = c + i * ldc;
-        if (beta == 0)
-            for (int64_t j = 0; j < n; j++) ci[j] = alpha * yt[j * m + i];
-        else
-            for (int64_t j = 0; j < n; j++) ci[j] = alpha * yt[j * m + i] + beta * ci[j];
-    }
+    transpose_scale(c, ldc, yt, m, n, m, alpha, beta);
     return true;
 }
 
@@ -195,10 +241,15 @@ bool lt_sgemm_avx512(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n
                      float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                      float beta, float *c, int64_t ldc) {
     if (!lt_sgemm_avx512_usable() || m <= 0 || n <= 0 || k <= 0) return false;
-    /* The row of B the kernels stream (n, or m when the NT case computes the
-     * transpose) times a k block must sit in L2 with room to spare; beyond
-     * that OpenBLAS's blocking wins. A thin NT output (the 10 logits) at small
-     * batch is cheaper for OpenBLAS than packing. */
+    /* Only where packing would be a large share of OpenBLAS's time: some
+     * dimension is short (measured on the MLP's step: at batch 64 every GEMM
+     * gains, at 256 and beyond the 512-wide ones lose a little). The row of
+     * B the kernels stream (n, or m when the NT case computes the transpose)
+     * times a k block must also sit in L2 with room to spare. A thin NT
+     * output (the 10 logits) at small batch is cheaper for OpenBLAS than
+     * packing. */
+    int64_t shortest = m < n ? (m < k ? m : k) : (n < k ? n : k);
+    if (shortest > SHORT) return false;
     int64_t row = tb && n > m ? m : n;
     if ((k < KC ? k : KC) * row > (1 << 18)) return false;
     if (tb && n < 16 && m <= 128) return false;
