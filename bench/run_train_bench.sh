@@ -14,6 +14,12 @@
 #   TORCH_PY=/usr/bin/python3   Debian's python3-torch 1.13
 #   LT_FASHION_MNIST_DIR    data (default /usr/share/datasets/fashion-mnist)
 #
+# The GEMM-only reference is OpenBLAS's cblas_sgemm; lt's own step runs its
+# AVX-512 kernels wherever a dimension is short (the batch at 64; the 10-wide
+# output layer at any batch) and OpenBLAS elsewhere, so at batch 64 lt's whole
+# step can reach or pass the reference (lt/GEMM rate >= 1.00). Set
+# LT_ACCELERATOR__GEMM=openblas to run lt on OpenBLAS alone.
+#
 # Figures: best of REPS for each side (the machine is shared and noisy; the
 # best run is the one least disturbed), medians shown beside. The fraction of
 # GEMM rate is best GEMM-only step time / best lt step time. The last column
