@@ -8,7 +8,7 @@
 #define K(s) ((s)->model->k)
 #define KC(s) ((s)->model->kctx)
 
-static bool ok_input(lt_step *s, const lt_tensor *x, const char *op) {
+bool lt_nn_ok_input(lt_step *s, const lt_tensor *x, const char *op) {
     if (!s || s->status != LT_OK) return false;
     if (!x) { lt_step_fail(s, "%s: input is NULL", op); return false; }
     if (x->dtype != s->model->dtype) {
@@ -19,7 +19,7 @@ static bool ok_input(lt_step *s, const lt_tensor *x, const char *op) {
     return true;
 }
 
-static void shape_str(const lt_tensor *x, char *buf, size_t len) {
+void lt_nn_shape_str(const lt_tensor *x, char *buf, size_t len) {
     int n = snprintf(buf, len, "[");
     for (int i = 0; i < x->ndim && n < (int)len; i++)
         n += snprintf(buf + n, len - n, i ? ", %lld" : "%lld", (long long)x->shape[i]);
@@ -87,11 +87,11 @@ static void linear_bwd(lt_step *s, lt_node *n, double seed) {
 }
 
 lt_tensor *lt_linear(lt_step *s, const lt_linear_layer *l, lt_tensor *x) {
-    if (!ok_input(s, x, "linear")) return NULL;
+    if (!lt_nn_ok_input(s, x, "linear")) return NULL;
     if (!l) { lt_step_fail(s, "linear: layer is NULL (did lt_linear_new fail in init?)"); return NULL; }
     if (x->ndim != 2 || x->shape[1] != l->in) {
         char sh[96];
-        shape_str(x, sh, sizeof sh);
+        lt_nn_shape_str(x, sh, sizeof sh);
         lt_step_fail(s, "linear '%.*s': expects input [N, %lld], got %s; flatten or fix the layer sizes",
                      (int)(strlen(l->weight->name) - 7), l->weight->name, (long long)l->in, sh);
         return NULL;
@@ -126,7 +126,7 @@ static void act_bwd(lt_step *s, lt_node *n, double seed) {
 }
 
 static lt_tensor *activation(lt_step *s, lt_tensor *x, lt_act f, const char *op) {
-    if (!ok_input(s, x, op)) return NULL;
+    if (!lt_nn_ok_input(s, x, op)) return NULL;
     lt_tensor *y = lt_step_new_tensor(s, x->dtype, x->ndim, x->shape, x->requires_grad);
     if (!y) return NULL;
     K(s)->act_fwd(KC(s), x->dtype, f, y->data, x->data, x->numel);
@@ -153,7 +153,7 @@ static void dropout_bwd(lt_step *s, lt_node *n, double seed) {
 }
 
 lt_tensor *lt_dropout(lt_step *s, lt_tensor *x, double p) {
-    if (!ok_input(s, x, "dropout")) return NULL;
+    if (!lt_nn_ok_input(s, x, "dropout")) return NULL;
     if (!(p >= 0 && p < 1)) { lt_step_fail(s, "dropout: p = %g must be in [0, 1)", p); return NULL; }
     if (!s->training || p == 0) return x;
     lt_tensor *y = lt_step_new_tensor(s, x->dtype, x->ndim, x->shape, x->requires_grad);
@@ -176,11 +176,23 @@ static void flatten_bwd(lt_step *s, lt_node *n, double seed) {
     K(s)->axpby(KC(s), x->dtype, x->numel, 1.0, y->grad, beta, g);
 }
 
-lt_tensor *lt_flatten(lt_step *s, lt_tensor *x) {
+lt_tensor *lt_reshape(lt_step *s, lt_tensor *x, int ndim, const int64_t *shape) {
     if (!s || s->status != LT_OK) return NULL;
-    if (!x || x->ndim < 1) { lt_step_fail(s, "flatten: input must have a batch dimension"); return NULL; }
-    int64_t shape[2] = {x->shape[0], x->shape[0] ? x->numel / x->shape[0] : 0};
-    lt_tensor *y = lt_step_wrap(s, x->data, x->dtype, 2, shape);
+    if (!x) { lt_step_fail(s, "reshape: input is NULL"); return NULL; }
+    int64_t numel = 1;
+    bool ok = ndim >= 1 && ndim <= LT_MAX_DIMS && shape;
+    for (int i = 0; ok && i < ndim; i++) {
+        ok = shape[i] >= 0;
+        numel *= shape[i];
+    }
+    if (!ok || numel != x->numel) {
+        char from[96];
+        lt_nn_shape_str(x, from, sizeof from);
+        lt_step_fail(s, "reshape: %s has %lld elements; the new shape (%d dims, at most %d) must "
+                     "have as many", from, (long long)x->numel, ndim, LT_MAX_DIMS);
+        return NULL;
+    }
+    lt_tensor *y = lt_step_wrap(s, x->data, x->dtype, ndim, shape);
     if (!y) return NULL;
     y->requires_grad = x->requires_grad;
     if (x->requires_grad) {
@@ -188,6 +200,13 @@ lt_tensor *lt_flatten(lt_step *s, lt_tensor *x) {
         if (n) n->in[0] = x;
     }
     return y;
+}
+
+lt_tensor *lt_flatten(lt_step *s, lt_tensor *x) {
+    if (!s || s->status != LT_OK) return NULL;
+    if (!x || x->ndim < 1) { lt_step_fail(s, "flatten: input must have a batch dimension"); return NULL; }
+    int64_t shape[2] = {x->shape[0], x->shape[0] ? x->numel / x->shape[0] : 0};
+    return lt_reshape(s, x, 2, shape);
 }
 
 /* ---- losses ---------------------------------------------------------------- */
@@ -209,10 +228,10 @@ static void xent_bwd(lt_step *s, lt_node *n, double seed) {
 }
 
 lt_tensor *lt_cross_entropy(lt_step *s, lt_tensor *logits, const lt_tensor *labels) {
-    if (!ok_input(s, logits, "cross_entropy")) return NULL;
+    if (!lt_nn_ok_input(s, logits, "cross_entropy")) return NULL;
     if (!labels || labels->dtype != LT_I32 || labels->numel != logits->shape[0] || logits->ndim != 2) {
         char sh[96];
-        shape_str(logits, sh, sizeof sh);
+        lt_nn_shape_str(logits, sh, sizeof sh);
         lt_step_fail(s, "cross_entropy: expects logits [N, C] and i32 labels [N]; got logits %s and %s labels of %lld elements",
                      sh, labels ? lt_dtype_name(labels->dtype) : "no", labels ? (long long)labels->numel : 0LL);
         return NULL;
@@ -244,7 +263,7 @@ static void mse_bwd(lt_step *s, lt_node *n, double seed) {
 }
 
 lt_tensor *lt_mse(lt_step *s, lt_tensor *pred, const lt_tensor *target) {
-    if (!ok_input(s, pred, "mse")) return NULL;
+    if (!lt_nn_ok_input(s, pred, "mse")) return NULL;
     if (!target || target->numel != pred->numel || target->dtype != pred->dtype) {
         lt_step_fail(s, "mse: target must have the prediction's %lld elements and dtype %s",
                      (long long)pred->numel, lt_dtype_name(pred->dtype));

@@ -19,6 +19,11 @@ struct lt_param {
     bool ready_sent;     /* grad-ready was reported for this backward */
 };
 
+struct lt_conv2d_layer {
+    lt_param *weight, *bias; /* [out, in, k, k], [out] */
+    int64_t in, out, kernel, stride, padding;
+};
+
 struct lt_linear_layer {
     lt_param *weight, *bias;
     int64_t in, out;
@@ -92,6 +97,11 @@ struct lt_step {
     void *log_user;
     struct lt_run *run;   /* for the module's collectives; NULL in bare tests */
 };
+
+/* layers.c: shared by the layer files. False (the step failed with a
+ * message naming op) when x is NULL or not the model's dtype. */
+bool lt_nn_ok_input(lt_step *s, const lt_tensor *x, const char *op);
+void lt_nn_shape_str(const lt_tensor *x, char *buf, size_t len); /* "[4, 1, 28, 28]" */
 
 /* model.c */
 lt_model *lt_model_new(lt_dtype dtype, const void *accel_desc, lt_ctx *kctx,

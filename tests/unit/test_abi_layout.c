@@ -19,7 +19,7 @@
     _Static_assert(offsetof(type, field) == (n),                                           \
                    "offsetof(" #type ", " #field ") changed: bump the ABI (top of file)")
 
-_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 0,
+_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 1,
                "the ABI version changed: update the layouts below to the new version's");
 
 #if defined(__x86_64__)
@@ -141,7 +141,7 @@ OFF(lt_module_desc, on_validation_epoch_end, 136);
 OFF(lt_module_desc, teardown, 144);
 
 /* lt_kernels */
-SIZE(lt_kernels, 168);
+SIZE(lt_kernels, 200);
 OFF(lt_kernels, struct_size, 0);
 OFF(lt_kernels, gemm, 8);
 OFF(lt_kernels, fill, 16);
@@ -163,6 +163,17 @@ OFF(lt_kernels, all_finite, 136);
 OFF(lt_kernels, sgd_step, 144);
 OFF(lt_kernels, adamw_step, 152);
 OFF(lt_kernels, rand_fill, 160);
+OFF(lt_kernels, im2col, 168); /* 1.1 */
+OFF(lt_kernels, col2im, 176);
+OFF(lt_kernels, max_pool_fwd, 184);
+OFF(lt_kernels, max_pool_bwd, 192);
+
+/* lt_conv_geom (1.1) */
+SIZE(lt_conv_geom, 88);
+OFF(lt_conv_geom, c, 0);
+OFF(lt_conv_geom, kh, 24);
+OFF(lt_conv_geom, ph, 56);
+OFF(lt_conv_geom, ow, 80);
 
 /* lt_memory_stats */
 SIZE(lt_memory_stats, 24);

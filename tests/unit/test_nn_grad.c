@@ -1,6 +1,7 @@
 /* The nn tape against central finite differences, in float64 on the cpu
  * accelerator: every layer and loss, a composed MLP, gradient accumulation,
- * parameter reuse, and the grad-ready contract the strategies rely on (each
+ * parameter reuse, conv2d and max pooling (geometries with stride, padding
+ * and overlapping windows, and a small CNN), and the grad-ready contract the strategies rely on (each
  * parameter range once per backward, in reverse registration order, only
  * after its gradient is final). */
 #include <CUnit/Basic.h>
@@ -77,6 +78,8 @@ struct gcase {
     int32_t *labels;           /* cross-entropy labels, device */
     forward_fn fwd;
     lt_linear_layer *l1, *l2;
+    lt_conv2d_layer *cv;
+    int64_t pool_k, pool_s;
     double dropout_p;
     lt_tensor *xt;             /* the wrapped input of the last step */
 };
@@ -400,6 +403,126 @@ static void test_mse(void) {
     gc_end(&c);
 }
 
+/* ---- conv2d, max pooling, reshape ------------------------------------------- */
+
+static lt_tensor *fwd_conv_mse(gcase *c, lt_step *s, lt_tensor *x) {
+    return lt_mse(s, lt_flatten(s, lt_conv2d(s, c->cv, x)), target_tensor(c, s));
+}
+
+static lt_tensor *fwd_pool_mse(gcase *c, lt_step *s, lt_tensor *x) {
+    return lt_mse(s, lt_flatten(s, lt_max_pool2d(s, x, c->pool_k, c->pool_s)), target_tensor(c, s));
+}
+
+/* [N, 36] viewed as [N, 1, 6, 6]: conv, relu, pool, flatten, linear, xent. */
+static lt_tensor *fwd_cnn(gcase *c, lt_step *s, lt_tensor *x) {
+    int64_t img[4] = {x->shape[0], 1, 6, 6};
+    lt_tensor *h = lt_relu(s, lt_conv2d(s, c->cv, lt_reshape(s, x, 4, img)));
+    h = lt_flatten(s, lt_max_pool2d(s, h, 2, 0));
+    return lt_cross_entropy(s, lt_linear(s, c->l1, h), labels_tensor(c, s, x->shape[0]));
+}
+
+typedef struct conv_shape {
+    int64_t n, cin, h, w, cout, k, stride, pad;
+    bool bias;
+} conv_shape;
+
+static void check_conv(const conv_shape *g, const char *what) {
+    gcase c;
+    gc_begin(&c, what);
+    c.cv = lt_conv2d_new(c.m, "conv", g->cin, g->cout, g->k, g->stride, g->pad, g->bias);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c.cv);
+    CU_ASSERT_EQUAL(c.m->nparams, g->bias ? 2 : 1);
+    gc_finalize(&c);
+    int64_t xs[4] = {g->n, g->cin, g->h, g->w};
+    gc_input(&c, 4, xs, 81, true);
+    int64_t oh = (g->h + 2 * g->pad - g->k) / g->stride + 1, ow = (g->w + 2 * g->pad - g->k) / g->stride + 1;
+    gc_target(&c, g->n, g->cout * oh * ow, 82);
+    c.fwd = fwd_conv_mse;
+    gc_check(&c);
+    gc_end(&c);
+}
+
+static void test_conv2d(void) {
+    /* 3x3 "same" with bias, 2 images, 2 -> 3 channels, non-square */
+    check_conv(&(conv_shape){2, 2, 5, 6, 3, 3, 1, 1, true}, "conv 3x3 pad 1");
+    /* stride 2 without padding, without bias: windows skip input columns */
+    check_conv(&(conv_shape){2, 3, 7, 6, 2, 2, 2, 0, false}, "conv 2x2 stride 2");
+    /* stride 2 with padding 2 > kernel / 2: whole padded rows in the lowering */
+    check_conv(&(conv_shape){1, 1, 5, 5, 2, 3, 2, 2, true}, "conv 3x3 stride 2 pad 2");
+    /* 1x1 kernel: a per-pixel linear map */
+    check_conv(&(conv_shape){3, 4, 3, 3, 2, 1, 1, 0, true}, "conv 1x1");
+}
+
+/* Inputs spaced apart (a shuffled ramp, step 0.1) so no window has a near
+ * tie that the finite-difference step could flip. */
+static void check_pool(int64_t k, int64_t stride, int64_t h, int64_t w, const char *what) {
+    gcase c;
+    gc_begin(&c, what);
+    gc_finalize(&c);
+    int64_t xs[4] = {2, 3, h, w};
+    gc_input(&c, 4, xs, 91, true);
+    uint64_t seed = 5;
+    for (int64_t i = 0; i < c.xnumel; i++) c.x[i] = 0.1 * (double)i - 1.0;
+    for (int64_t i = c.xnumel - 1; i > 0; i--) { /* Fisher-Yates */
+        int64_t j = (int64_t)((urand(&seed) + 1.0) * 0.5 * (double)(i + 1)) % (i + 1);
+        double t = c.x[i]; c.x[i] = c.x[j]; c.x[j] = t;
+    }
+    c.pool_k = k;
+    c.pool_s = stride;
+    int64_t oh = (h - k) / (stride ? stride : k) + 1, ow = (w - k) / (stride ? stride : k) + 1;
+    gc_target(&c, 2, 3 * oh * ow, 92);
+    c.fwd = fwd_pool_mse;
+    gc_check(&c);
+    gc_end(&c);
+}
+
+static void test_max_pool(void) {
+    check_pool(2, 0, 4, 6, "max_pool 2x2");
+    check_pool(3, 1, 5, 4, "max_pool 3x3 stride 1 (overlapping windows)");
+    check_pool(2, 3, 7, 8, "max_pool 2x2 stride 3 (skipped input)");
+}
+
+static void test_small_cnn(void) {
+    gcase c;
+    gc_begin(&c, "cnn");
+    c.cv = lt_conv2d_new(c.m, "conv", 1, 2, 3, 1, 1, true);
+    c.l1 = lt_linear_new(c.m, "fc", 2 * 3 * 3, 4, true);
+    gc_finalize(&c);
+    int64_t xs[2] = {3, 36};
+    gc_input(&c, 2, xs, 101, true);
+    gc_labels(&c, 3, 4);
+    c.fwd = fwd_cnn;
+    gc_check(&c);
+    gc_end(&c);
+}
+
+/* Bad shapes are step errors naming the layer and the fix. */
+static void test_conv_errors(void) {
+    gcase c;
+    gc_begin(&c, "conv errors");
+    c.cv = lt_conv2d_new(c.m, "conv1", 3, 4, 3, 1, 0, true);
+    CU_ASSERT_PTR_NULL(lt_conv2d_new(c.m, "bad", 3, 4, 3, 0, 0, true));
+    CU_ASSERT_PTR_NOT_NULL(strstr(c.m->error, "conv2d 'bad'"));
+    c.m->status = LT_OK; /* the bad layer only: keep going */
+    gc_finalize(&c);
+    lt_step *s = &c.s;
+    double *x = dev_doubles(2 * 2 * 5 * 5);
+    lt_step_reset(s, true, 0, 0, 1, 0);
+    lt_tensor *t = lt_step_wrap(s, x, LT_F64, 4, (int64_t[]){2, 2, 5, 5});
+    CU_ASSERT_PTR_NULL(lt_conv2d(s, c.cv, t));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s->error, "conv2d 'conv1': expects input [N, 3, H, W]"));
+    lt_step_reset(s, true, 0, 0, 1, 0);
+    t = lt_step_wrap(s, x, LT_F64, 4, (int64_t[]){2, 2, 5, 5});
+    CU_ASSERT_PTR_NULL(lt_max_pool2d(s, t, 6, 0));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s->error, "max_pool2d: kernel 6"));
+    lt_step_reset(s, true, 0, 0, 1, 0);
+    t = lt_step_wrap(s, x, LT_F64, 4, (int64_t[]){2, 2, 5, 5});
+    CU_ASSERT_PTR_NULL(lt_reshape(s, t, 2, (int64_t[]){2, 49}));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s->error, "reshape: [2, 2, 5, 5] has 100 elements"));
+    g_acc->free(&g_ctx, x);
+    gc_end(&c);
+}
+
 /* 8 -> 40 -> 4: fc1.weight has 320 elements, so a random subset is checked. */
 static void make_mlp(gcase *c, const char *what) {
     gc_begin(c, what);
@@ -640,6 +763,10 @@ int main(void) {
     CU_add_test(s, "gelu", test_gelu);
     CU_add_test(s, "dropout with a fixed mask", test_dropout);
     CU_add_test(s, "flatten", test_flatten);
+    CU_add_test(s, "conv2d: padding, stride, 1x1, no bias", test_conv2d);
+    CU_add_test(s, "max_pool2d: plain, overlapping, strided", test_max_pool);
+    CU_add_test(s, "small CNN: reshape, conv, relu, pool, linear", test_small_cnn);
+    CU_add_test(s, "conv, pool and reshape errors", test_conv_errors);
     CU_add_test(s, "cross-entropy", test_cross_entropy);
     CU_add_test(s, "mse", test_mse);
     CU_add_test(s, "2-layer MLP", test_mlp);

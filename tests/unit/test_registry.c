@@ -406,14 +406,20 @@ static void test_refuse_bad_magic(void) {
             "fill its header with LT_HEADER(...)");
 }
 
+/* The versions in the messages follow the headers' LT_ABI_MINOR. */
 static void test_refuse_abi_major(void) {
-    refused("abi2", LT_ERR_ABI,
-            "strategy 'abi2' (" TP("liblt-strategy-abi2.so") "): ABI 2.1, this lt supports 1.0–1.0; "
-            "rebuild it against lt 1.x headers", "", NULL);
+    char want[512];
+    snprintf(want, sizeof want,
+             "strategy 'abi2' (%s): ABI 2.1, this lt supports 1.0–1.%d; rebuild it against lt 1.x headers",
+             TP("liblt-strategy-abi2.so"), LT_ABI_MINOR);
+    refused("abi2", LT_ERR_ABI, want, "", NULL);
 }
 
 static void test_refuse_abi_minor(void) {
-    refused("abinew", LT_ERR_ABI, TP("liblt-strategy-abinew.so"), "ABI 1.1, this lt supports 1.0–1.0",
+    char want[128];
+    snprintf(want, sizeof want, "ABI 1.%d, this lt supports 1.0–1.%d", LT_ABI_MINOR + 1,
+             LT_ABI_MINOR);
+    refused("abinew", LT_ERR_ABI, TP("liblt-strategy-abinew.so"), want,
             "upgrade lt, or rebuild the plugin against these headers");
 }
 

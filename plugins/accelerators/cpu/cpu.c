@@ -221,6 +221,10 @@ static const lt_kernels cpu_kernel_table = {
     .sgd_step = cpu_sgd_step,
     .adamw_step = cpu_adamw_step,
     .rand_fill = cpu_rand_fill,
+    .im2col = cpu_im2col,
+    .col2im = cpu_col2im,
+    .max_pool_fwd = cpu_max_pool_fwd,
+    .max_pool_bwd = cpu_max_pool_bwd,
 };
 
 static lt_status cpu_get_kernels(lt_ctx *ctx, const lt_kernels **out) {

@@ -105,6 +105,15 @@ void cpu_sgd_step(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *
 void cpu_adamw_step(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *m, void *v,
                     int64_t n, const lt_adamw_args *a);
 
+/* conv.c */
+void cpu_im2col(lt_ctx *ctx, lt_dtype t, const void *x, const lt_conv_geom *g, void *col);
+void cpu_col2im(lt_ctx *ctx, lt_dtype t, const void *col, const lt_conv_geom *g, void *x,
+                double beta);
+void cpu_max_pool_fwd(lt_ctx *ctx, lt_dtype t, const void *x, const lt_conv_geom *g, void *y,
+                      int32_t *argmax);
+void cpu_max_pool_bwd(lt_ctx *ctx, lt_dtype t, const void *dy, const int32_t *argmax,
+                      const lt_conv_geom *g, void *dx, double beta);
+
 /* rand.c */
 void cpu_rand_fill(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, lt_rand_dist dist, double a,
                    double b, uint64_t seed, uint64_t offset);

@@ -22,7 +22,7 @@ extern "C" {
 
 #define LT_PLUGIN_MAGIC 0x3170544Cu /* "LTp1" little-endian */
 #define LT_ABI_MAJOR 1
-#define LT_ABI_MINOR 0
+#define LT_ABI_MINOR 1 /* 1.1: lt_kernels gained the convolution and pooling kernels */
 
 #if defined(__GNUC__)
 #define LT_API __attribute__((visibility("default")))

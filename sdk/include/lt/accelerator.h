@@ -24,6 +24,17 @@ typedef enum lt_copy_dir {
 typedef enum lt_act { LT_ACT_RELU = 1, LT_ACT_TANH = 2, LT_ACT_GELU = 3 } lt_act;
 typedef enum lt_rand_dist { LT_RAND_UNIFORM = 1, LT_RAND_NORMAL = 2 } lt_rand_dist;
 
+/* Geometry of a 2-D window operation on planes of h x w (convolution
+ * lowering, pooling): kernel kh x kw, stride sh, sw, zero padding ph, pw on
+ * each side, output oh x ow = (h + 2 ph - kh) / sh + 1 by (w + 2 pw - kw) / sw
+ * + 1 (the caller fills every field). c: channels of one image for
+ * im2col/col2im; planes (images x channels) for pooling. */
+typedef struct lt_conv_geom {
+    int64_t c, h, w;
+    int64_t kh, kw, sh, sw, ph, pw;
+    int64_t oh, ow;
+} lt_conv_geom;
+
 typedef struct lt_memory_stats {
     uint64_t allocated_bytes; /* live allocations through alloc() */
     uint64_t peak_bytes;      /* high-water mark of allocated_bytes */
@@ -101,7 +112,36 @@ typedef struct lt_kernels {
     /* x = uniform[a, b) or normal(mean a, std b), counter-based from (seed, offset). */
     void (*rand_fill)(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, lt_rand_dist dist, double a,
                       double b, uint64_t seed, uint64_t offset);
+
+    /* ---- ABI 1.1: convolution and pooling. An accelerator built against
+     * 1.0 has none of them; the core checks LT_KERNELS_HAS before use and
+     * fails the layer with a message naming the accelerator. ---- */
+
+    /* Lowers one image x [c, h, w] for a convolution as GEMM:
+     * col[(ci * kh + i) * kw + j, oy * ow + ox] = x[ci, oy*sh - ph + i, ox*sw - pw + j],
+     * 0 where that falls in the padding. col is (c*kh*kw) x (oh*ow). */
+    void (*im2col)(lt_ctx *ctx, lt_dtype t, const void *x, const lt_conv_geom *g, void *col);
+    /* The adjoint of im2col: x = beta * x + every col entry added back to the
+     * x element it was read from (padding entries dropped). */
+    void (*col2im)(lt_ctx *ctx, lt_dtype t, const void *col, const lt_conv_geom *g, void *x,
+                   double beta);
+    /* Max pooling of g->c planes x [c, h, w] into y [c, oh, ow]; argmax
+     * receives, per output, the index within its plane (iy * w + ix) of the
+     * first maximum (NaN counts as the maximum, as in PyTorch). Padding never
+     * wins. */
+    void (*max_pool_fwd)(lt_ctx *ctx, lt_dtype t, const void *x, const lt_conv_geom *g, void *y,
+                         int32_t *argmax);
+    /* dx = beta * dx, then each dy element added at its argmax. */
+    void (*max_pool_bwd)(lt_ctx *ctx, lt_dtype t, const void *dy, const int32_t *argmax,
+                         const lt_conv_geom *g, void *dx, double beta);
 } lt_kernels;
+
+/* True when a kernel table (from a plugin built against any 1.x) has
+ * `kernel` set: tables only grow at the end, and struct_size says how far
+ * the plugin's goes. */
+#define LT_KERNELS_HAS(k, kernel)                                                      \
+    (offsetof(lt_kernels, kernel) + sizeof((k)->kernel) <= (k)->struct_size &&         \
+     (k)->kernel != NULL)
 
 typedef struct lt_accelerator_desc {
     lt_plugin_header hdr;

@@ -51,6 +51,15 @@ typedef struct lt_linear_layer lt_linear_layer;
 LT_API lt_linear_layer *lt_linear_new(lt_model *m, const char *name, int64_t in, int64_t out,
                                 bool bias);
 
+typedef struct lt_conv2d_layer lt_conv2d_layer;
+/* 2-D convolution (PyTorch's Conv2d: cross-correlation, zero padding) over
+ * x [N, in, H, W]: W [out, in, kernel, kernel] "<name>.weight", b [out]
+ * "<name>.bias"; y [N, out, (H + 2 padding - kernel) / stride + 1, (W ...)].
+ * Needs an accelerator with the ABI 1.1 kernels (im2col, col2im). */
+LT_API lt_conv2d_layer *lt_conv2d_new(lt_model *m, const char *name, int64_t in, int64_t out,
+                                      int64_t kernel, int64_t stride, int64_t padding,
+                                      bool bias);
+
 /* ---- forward (training/validation/test step) -------------------------- */
 
 LT_API lt_tensor *lt_linear(lt_step *s, const lt_linear_layer *l, lt_tensor *x);
@@ -61,6 +70,13 @@ LT_API lt_tensor *lt_gelu(lt_step *s, lt_tensor *x);
 LT_API lt_tensor *lt_dropout(lt_step *s, lt_tensor *x, double p);
 /* [N, d1, d2, ...] -> [N, d1*d2*...] (no copy). */
 LT_API lt_tensor *lt_flatten(lt_step *s, lt_tensor *x);
+/* The same elements under another shape (no copy), as torch's view:
+ * [N, 784] -> [N, 1, 28, 28]. The element counts must match. */
+LT_API lt_tensor *lt_reshape(lt_step *s, lt_tensor *x, int ndim, const int64_t *shape);
+LT_API lt_tensor *lt_conv2d(lt_step *s, const lt_conv2d_layer *l, lt_tensor *x);
+/* Max over kernel x kernel windows of x [N, C, H, W] moved by stride (0:
+ * the kernel size), no padding: PyTorch's MaxPool2d(kernel, stride). */
+LT_API lt_tensor *lt_max_pool2d(lt_step *s, lt_tensor *x, int64_t kernel, int64_t stride);
 /* Mean softmax cross-entropy of logits [N, C] against int32 labels [N]. */
 LT_API lt_tensor *lt_cross_entropy(lt_step *s, lt_tensor *logits, const lt_tensor *labels);
 /* Mean squared error. */

@@ -1,0 +1,144 @@
+/* Convolution lowering (im2col and its adjoint col2im) and max pooling.
+ * The GEMMs of a convolution run through gemm.c; these only move data. */
+#include <math.h>
+#include <string.h>
+#include "cpu_internal.h"
+
+/* The output columns ox whose input column ox*sw - pw + j lies inside
+ * [0, w): [*lo, *hi). */
+static void valid_range(const lt_conv_geom *g, int64_t j, int64_t *lo, int64_t *hi) {
+    int64_t off = j - g->pw; /* input column of ox = 0 */
+    int64_t a = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+    int64_t b = g->w - off <= 0 ? 0 : (g->w - off + g->sw - 1) / g->sw;
+    if (b > g->ow) b = g->ow;
+    *lo = a < b ? a : b;
+    *hi = b;
+}
+
+#define DEF_CONV(T, S)                                                                       \
+    static CPU_HOT void im2col_##S(const T *x, const lt_conv_geom *g, T *col) {             \
+        int64_t plane = g->oh * g->ow;                                                       \
+        for (int64_t c = 0; c < g->c; c++)                                                   \
+            for (int64_t i = 0; i < g->kh; i++)                                              \
+                for (int64_t j = 0; j < g->kw; j++) {                                        \
+                    T *row = col + ((c * g->kh + i) * g->kw + j) * plane;                    \
+                    int64_t lo, hi;                                                          \
+                    valid_range(g, j, &lo, &hi);                                             \
+                    for (int64_t oy = 0; oy < g->oh; oy++) {                                 \
+                        T *out = row + oy * g->ow;                                           \
+                        int64_t iy = oy * g->sh - g->ph + i;                                 \
+                        if (iy < 0 || iy >= g->h) {                                          \
+                            memset(out, 0, (size_t)g->ow * sizeof(T));                       \
+                            continue;                                                        \
+                        }                                                                    \
+                        const T *in = x + (c * g->h + iy) * g->w;                            \
+                        int64_t off = j - g->pw;                                             \
+                        for (int64_t ox = 0; ox < lo; ox++) out[ox] = 0;                     \
+                        if (g->sw == 1)                                                      \
+                            memcpy(out + lo, in + lo + off, (size_t)(hi - lo) * sizeof(T));  \
+                        else                                                                 \
+                            for (int64_t ox = lo; ox < hi; ox++) out[ox] = in[ox * g->sw + off]; \
+                        for (int64_t ox = hi; ox < g->ow; ox++) out[ox] = 0;                 \
+                    }                                                                        \
+                }                                                                            \
+    }                                                                                        \
+    static CPU_HOT void col2im_##S(const T *col, const lt_conv_geom *g, T *x, T beta) {     \
+        int64_t n = g->c * g->h * g->w, plane = g->oh * g->ow;                               \
+        if (beta == 0)                                                                       \
+            memset(x, 0, (size_t)n * sizeof(T));                                             \
+        else if (beta != 1)                                                                  \
+            for (int64_t e = 0; e < n; e++) x[e] *= beta;                                    \
+        for (int64_t c = 0; c < g->c; c++)                                                   \
+            for (int64_t i = 0; i < g->kh; i++)                                              \
+                for (int64_t j = 0; j < g->kw; j++) {                                        \
+                    const T *row = col + ((c * g->kh + i) * g->kw + j) * plane;              \
+                    int64_t lo, hi;                                                          \
+                    valid_range(g, j, &lo, &hi);                                             \
+                    for (int64_t oy = 0; oy < g->oh; oy++) {                                 \
+                        int64_t iy = oy * g->sh - g->ph + i;                                 \
+                        if (iy < 0 || iy >= g->h) continue;                                  \
+                        const T *in = row + oy * g->ow;                                      \
+                        T *out = x + (c * g->h + iy) * g->w;                                 \
+                        int64_t off = j - g->pw;                                             \
+                        for (int64_t ox = lo; ox < hi; ox++) out[ox * g->sw + off] += in[ox]; \
+                    }                                                                        \
+                }                                                                            \
+    }                                                                                        \
+    static void max_pool_fwd_##S(const T *x, const lt_conv_geom *g, T *y, int32_t *arg) {   \
+        for (int64_t p = 0; p < g->c; p++) {                                                 \
+            const T *in = x + p * g->h * g->w;                                               \
+            for (int64_t oy = 0; oy < g->oh; oy++)                                           \
+                for (int64_t ox = 0; ox < g->ow; ox++) {                                     \
+                    T best = 0;                                                              \
+                    int64_t where = -1;                                                      \
+                    for (int64_t i = 0; i < g->kh; i++) {                                    \
+                        int64_t iy = oy * g->sh - g->ph + i;                                 \
+                        if (iy < 0 || iy >= g->h) continue;                                  \
+                        for (int64_t j = 0; j < g->kw; j++) {                                \
+                            int64_t ix = ox * g->sw - g->pw + j;                             \
+                            if (ix < 0 || ix >= g->w) continue;                              \
+                            T v = in[iy * g->w + ix];                                        \
+                            if (where < 0 || v > best || (isnan(v) && !isnan(best))) {       \
+                                best = v;                                                    \
+                                where = iy * g->w + ix;                                      \
+                            }                                                                \
+                        }                                                                    \
+                    }                                                                        \
+                    int64_t o = (p * g->oh + oy) * g->ow + ox;                               \
+                    y[o] = best;                                                             \
+                    arg[o] = (int32_t)where;                                                 \
+                }                                                                            \
+        }                                                                                    \
+    }                                                                                        \
+    static void max_pool_bwd_##S(const T *dy, const int32_t *arg, const lt_conv_geom *g,    \
+                                 T *dx, T beta) {                                            \
+        int64_t n = g->c * g->h * g->w, per = g->oh * g->ow;                                 \
+        if (beta == 0)                                                                       \
+            memset(dx, 0, (size_t)n * sizeof(T));                                            \
+        else if (beta != 1)                                                                  \
+            for (int64_t e = 0; e < n; e++) dx[e] *= beta;                                   \
+        for (int64_t p = 0; p < g->c; p++)                                                   \
+            for (int64_t o = 0; o < per; o++)                                                \
+                if (arg[p * per + o] >= 0) dx[p * g->h * g->w + arg[p * per + o]] +=         \
+                                           dy[p * per + o];                                  \
+    }
+CPU_FOR_FLOAT_TYPES(DEF_CONV)
+
+/* Geometry that would make the loops above index outside the buffers is a
+ * caller bug; it is parked as an error instead of corrupting memory. */
+static bool geom_ok(lt_ctx *ctx, const char *kernel, const lt_conv_geom *g) {
+    bool ok = g->c >= 1 && g->h >= 1 && g->w >= 1 && g->kh >= 1 && g->kw >= 1 && g->sh >= 1 &&
+              g->sw >= 1 && g->ph >= 0 && g->pw >= 0 &&
+              g->oh == (g->h + 2 * g->ph - g->kh) / g->sh + 1 &&
+              g->ow == (g->w + 2 * g->pw - g->kw) / g->sw + 1 && g->oh >= 1 && g->ow >= 1 &&
+              g->h * g->w <= INT32_MAX;
+    if (!ok)
+        cpu_fail(ctx, LT_ERR_INVALID,
+                 "cpu %s: geometry c=%lld h=%lld w=%lld kernel %lldx%lld stride %lldx%lld "
+                 "padding %lldx%lld output %lldx%lld is inconsistent",
+                 kernel, (long long)g->c, (long long)g->h, (long long)g->w, (long long)g->kh,
+                 (long long)g->kw, (long long)g->sh, (long long)g->sw, (long long)g->ph,
+                 (long long)g->pw, (long long)g->oh, (long long)g->ow);
+    return ok;
+}
+
+void cpu_im2col(lt_ctx *ctx, lt_dtype t, const void *x, const lt_conv_geom *g, void *col) {
+    if (geom_ok(ctx, "im2col", g)) CPU_DISPATCH(ctx, "im2col", t, im2col, x, g, col);
+}
+
+void cpu_col2im(lt_ctx *ctx, lt_dtype t, const void *col, const lt_conv_geom *g, void *x,
+                double beta) {
+    if (geom_ok(ctx, "col2im", g)) CPU_DISPATCH(ctx, "col2im", t, col2im, col, g, x, beta);
+}
+
+void cpu_max_pool_fwd(lt_ctx *ctx, lt_dtype t, const void *x, const lt_conv_geom *g, void *y,
+                      int32_t *argmax) {
+    if (geom_ok(ctx, "max_pool_fwd", g))
+        CPU_DISPATCH(ctx, "max_pool_fwd", t, max_pool_fwd, x, g, y, argmax);
+}
+
+void cpu_max_pool_bwd(lt_ctx *ctx, lt_dtype t, const void *dy, const int32_t *argmax,
+                      const lt_conv_geom *g, void *dx, double beta) {
+    if (geom_ok(ctx, "max_pool_bwd", g))
+        CPU_DISPATCH(ctx, "max_pool_bwd", t, max_pool_bwd, dy, argmax, g, dx, beta);
+}
