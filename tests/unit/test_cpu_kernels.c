@@ -894,6 +894,125 @@ static void test_rand_fill(void) {
     CU_ASSERT_EQUAL(g_acc->synchronize(C), LT_ERR_INVALID);
 }
 
+/* ---- convolution lowering and pooling ------------------------------------------ */
+
+static lt_conv_geom geom(int64_t c, int64_t h, int64_t w, int64_t k, int64_t st, int64_t pad) {
+    lt_conv_geom g = {c, h, w, k, k, st, st, pad, pad, 0, 0};
+    g.oh = (h + 2 * pad - k) / st + 1;
+    g.ow = (w + 2 * pad - k) / st + 1;
+    return g;
+}
+
+/* im2col against its definition, and col2im as its adjoint:
+ * <im2col(x), c> = <x, col2im(c)> for random x and c, both dtypes. */
+static void test_im2col_col2im(void) {
+    const lt_conv_geom gs[] = {geom(2, 5, 6, 3, 1, 1), geom(3, 7, 6, 2, 2, 0),
+                               geom(1, 5, 5, 3, 2, 2), geom(2, 4, 4, 1, 1, 0),
+                               geom(1, 6, 9, 4, 3, 1)};
+    FOR_EACH_FLOAT_TYPE(t) {
+        for (size_t q = 0; q < sizeof gs / sizeof *gs; q++) {
+            const lt_conv_geom *g = &gs[q];
+            int64_t nx = g->c * g->h * g->w, rows = g->c * g->kh * g->kw, nc = rows * g->oh * g->ow;
+            double *x = malloc(sizeof(double) * nx), *cv = malloc(sizeof(double) * nc);
+            double *want = malloc(sizeof(double) * nc);
+            fill_rand(x, nx, 7 + q);
+            fill_rand(cv, nc, 9 + q);
+            for (int64_t c = 0; c < g->c; c++)
+                for (int64_t i = 0; i < g->kh; i++)
+                    for (int64_t j = 0; j < g->kw; j++)
+                        for (int64_t oy = 0; oy < g->oh; oy++)
+                            for (int64_t ox = 0; ox < g->ow; ox++) {
+                                int64_t iy = oy * g->sh - g->ph + i, ix = ox * g->sw - g->pw + j;
+                                bool in = iy >= 0 && iy < g->h && ix >= 0 && ix < g->w;
+                                want[((c * g->kh + i) * g->kw + j) * g->oh * g->ow + oy * g->ow + ox] =
+                                    in ? x[(c * g->h + iy) * g->w + ix] : 0.0;
+                            }
+            void *dx = buf_from(t, x, nx), *dcol = buf_new(t, nc), *dc = buf_from(t, cv, nc);
+            K->im2col(C, t, dx, g, dcol);
+            expect_sync_ok();
+            char what[96];
+            snprintf(what, sizeof what, "im2col geometry %zu", q);
+            check_array(what, t, dcol, want, nc, t == LT_F32 ? 1e-7 : 0);
+            /* adjoint: <col, c> == <x, col2im(c)>; col2im with beta 1 adds to x's old values */
+            double lhs = 0, rhs = 0;
+            for (int64_t i = 0; i < nc; i++) lhs += want[i] * cv[i];
+            void *back = buf_from(t, x, nx);
+            K->col2im(C, t, dc, g, back, 1.0);
+            expect_sync_ok();
+            for (int64_t i = 0; i < nx; i++) rhs += x[i] * (buf_get(t, back, i) - x[i]);
+            snprintf(what, sizeof what, "col2im adjoint, geometry %zu", q);
+            check_value(what, rhs, lhs, t == LT_F32 ? 1e-4 : 1e-12);
+            free(x), free(cv), free(want), free(dx), free(dcol), free(dc), free(back);
+        }
+    }
+}
+
+/* Max pooling against a naive window scan; backward routes each dy to its
+ * window's first maximum (ties broken by the earlier element), adding where
+ * overlapping windows share it; NaN wins a window. */
+static void test_max_pool(void) {
+    const lt_conv_geom gs[] = {geom(3, 4, 6, 2, 2, 0), geom(2, 5, 4, 3, 1, 0),
+                               geom(2, 7, 8, 2, 3, 0), geom(1, 5, 5, 3, 2, 1)};
+    FOR_EACH_FLOAT_TYPE(t) {
+        for (size_t q = 0; q < sizeof gs / sizeof *gs; q++) {
+            const lt_conv_geom *g = &gs[q];
+            int64_t nx = g->c * g->h * g->w, ny = g->c * g->oh * g->ow;
+            double *x = malloc(sizeof(double) * nx), *dy = malloc(sizeof(double) * ny);
+            double *want_y = malloc(sizeof(double) * ny), *want_dx = calloc((size_t)nx, sizeof(double));
+            fill_rand(x, nx, 3 + q);
+            for (int64_t i = 0; i < nx; i += 5) x[i] = x[(i + 1) % nx]; /* some ties */
+            fill_rand(dy, ny, 4 + q);
+            for (int64_t p = 0; p < g->c; p++)
+                for (int64_t oy = 0; oy < g->oh; oy++)
+                    for (int64_t ox = 0; ox < g->ow; ox++) {
+                        int64_t best = -1;
+                        for (int64_t i = 0; i < g->kh; i++)
+                            for (int64_t j = 0; j < g->kw; j++) {
+                                int64_t iy = oy * g->sh - g->ph + i, ix = ox * g->sw - g->pw + j;
+                                if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w) continue;
+                                int64_t e = p * g->h * g->w + iy * g->w + ix;
+                                if (best < 0 || x[e] > x[best]) best = e;
+                            }
+                        int64_t o = (p * g->oh + oy) * g->ow + ox;
+                        want_y[o] = x[best];
+                        want_dx[best] += dy[o];
+                    }
+            void *dxin = buf_from(t, x, nx), *y = buf_new(t, ny), *ddy = buf_from(t, dy, ny);
+            void *dx = buf_new(t, nx);
+            buf_fill_value(t, dx, nx, NAN); /* beta 0 must not read it */
+            int32_t *arg = calloc((size_t)ny, sizeof(int32_t));
+            K->max_pool_fwd(C, t, dxin, g, y, arg);
+            K->max_pool_bwd(C, t, ddy, arg, g, dx, 0.0);
+            expect_sync_ok();
+            char what[96];
+            snprintf(what, sizeof what, "max_pool_fwd geometry %zu", q);
+            check_array(what, t, y, want_y, ny, t == LT_F32 ? 1e-7 : 0);
+            snprintf(what, sizeof what, "max_pool_bwd geometry %zu", q);
+            check_array(what, t, dx, want_dx, nx, tol_of(t));
+            free(x), free(dy), free(want_y), free(want_dx), free(dxin), free(y), free(ddy), free(dx);
+            free(arg);
+        }
+        /* NaN wins its window (PyTorch propagates it) */
+        lt_conv_geom g = geom(1, 2, 2, 2, 2, 0);
+        double xv[4] = {1, NAN, 3, 2}, yv;
+        void *dxin = buf_from(t, xv, 4), *y = buf_new(t, 1);
+        int32_t arg;
+        K->max_pool_fwd(C, t, dxin, &g, y, &arg);
+        yv = buf_get(t, y, 0);
+        CU_ASSERT(isnan(yv));
+        CU_ASSERT_EQUAL(arg, 1);
+        free(dxin), free(y);
+    }
+    /* geometry that does not add up is an error, not a wild write */
+    lt_conv_geom bad = geom(1, 4, 4, 2, 2, 0);
+    bad.oh = 3;
+    float xs[16] = {0}, ys[9];
+    int32_t as[9];
+    K->max_pool_fwd(C, LT_F32, xs, &bad, ys, as);
+    CU_ASSERT_EQUAL(g_acc->synchronize(C), LT_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(C), "max_pool_fwd: geometry"));
+}
+
 /* ---- deferred errors ------------------------------------------------------------ */
 
 static void test_unsupported_dtype(void) {
@@ -936,6 +1055,8 @@ int main(void) {
     CU_add_test(s, "cast round trips", test_cast_roundtrip);
     CU_add_test(s, "sumsq and all_finite", test_sumsq_all_finite);
     CU_add_test(s, "rand_fill", test_rand_fill);
+    CU_add_test(s, "im2col against its definition, col2im its adjoint", test_im2col_col2im);
+    CU_add_test(s, "max pooling: forward, backward, ties, NaN", test_max_pool);
     CU_add_test(s, "unsupported dtype reported by synchronize", test_unsupported_dtype);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

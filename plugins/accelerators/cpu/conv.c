@@ -64,7 +64,40 @@ static void valid_range(const lt_conv_geom *g, int64_t j, int64_t *lo, int64_t *
                     }                                                                        \
                 }                                                                            \
     }                                                                                        \
+    /* 2x2 windows, stride 2, no padding: the CNN case, without the bounds \
+     * checks of the general loop. */                                                        \
+    static CPU_HOT void max_pool_2x2_##S(const T *x, const lt_conv_geom *g, T *y,          \
+                                         int32_t *arg) {                                     \
+        for (int64_t p = 0; p < g->c; p++) {                                                 \
+            const T *in = x + p * g->h * g->w;                                               \
+            T *out = y + p * g->oh * g->ow;                                                  \
+            int32_t *am = arg + p * g->oh * g->ow;                                           \
+            for (int64_t oy = 0; oy < g->oh; oy++) {                                         \
+                const T *r0 = in + 2 * oy * g->w, *r1 = r0 + g->w;                           \
+                int32_t base = (int32_t)(2 * oy * g->w);                                     \
+                for (int64_t ox = 0; ox < g->ow; ox++) {                                     \
+                    T v[4] = {r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};      \
+                    int32_t at[4] = {base + (int32_t)(2 * ox), base + (int32_t)(2 * ox + 1), \
+                                     base + (int32_t)(g->w + 2 * ox),                        \
+                                     base + (int32_t)(g->w + 2 * ox + 1)};                   \
+                    T best = v[0];                                                           \
+                    int32_t where = at[0];                                                   \
+                    for (int q = 1; q < 4; q++)                                              \
+                        if (v[q] > best || (v[q] != v[q] && best == best)) {                 \
+                            best = v[q];                                                     \
+                            where = at[q];                                                   \
+                        }                                                                    \
+                    out[oy * g->ow + ox] = best;                                             \
+                    am[oy * g->ow + ox] = where;                                             \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
     static void max_pool_fwd_##S(const T *x, const lt_conv_geom *g, T *y, int32_t *arg) {   \
+        if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0) { \
+            max_pool_2x2_##S(x, g, y, arg);                                                  \
+            return;                                                                          \
+        }                                                                                    \
         for (int64_t p = 0; p < g->c; p++) {                                                 \
             const T *in = x + p * g->h * g->w;                                               \
             for (int64_t oy = 0; oy < g->oh; oy++)                                           \
