@@ -3,7 +3,8 @@
 # batch: ddp 2 x 32 vs single_device 64 (20 steps), and with gradient
 # accumulation ddp 2 x 16 x 2 vs single_device 64 (10 steps). Same seed,
 # shuffled data, SGD lr 0.05 momentum 0.9; the parameters of the last
-# checkpoints must agree to a relative difference of 1e-5.
+# checkpoints must agree to a relative difference of 1e-5. The same holds for
+# the CNN example (case 4) and over the shm backend (case 3).
 #
 # In float32 the two runs add the same gradients in a different order, so
 # single weights near zero drift apart by rounding: the elementwise measure
@@ -65,6 +66,15 @@ train ddp32shm --strategy ddp --devices 2 --batch-size 32 --max-steps 20 --set s
 compare ddp32shm single64
 train ddp32shmf64 --strategy ddp --devices 2 --batch-size 32 --max-steps 20 --precision 64-true --set strategy.process_group_backend=shm
 cmp_with ddp32shmf64 single64f64 $TOL64 both
+
+echo "ddp_equivalence: case 4: the CNN example (conv2d, max pooling): ddp 2 x 32 vs single_device 64, 10 steps"
+CNN=(--set model.name=fashion_mnist_cnn --set model.channels=4 --set model.hidden=16)
+train cnnddp "${CNN[@]}" --strategy ddp --devices 2 --batch-size 32 --max-steps 10
+train cnnsingle "${CNN[@]}" --strategy single_device --devices 1 --batch-size 64 --max-steps 10
+compare cnnddp cnnsingle
+train cnnddpf64 "${CNN[@]}" --strategy ddp --devices 2 --batch-size 32 --max-steps 10 --precision 64-true
+train cnnsinglef64 "${CNN[@]}" --strategy single_device --devices 1 --batch-size 64 --max-steps 10 --precision 64-true
+cmp_with cnnddpf64 cnnsinglef64 $TOL64 both
 
 echo "ddp_equivalence: torchrun's flag names, the effective batch line and lr_scaling"
 train aliases --strategy ddp --nproc-per-node 2 --nnodes 1 --batch-size 32 --max-steps 2 \
