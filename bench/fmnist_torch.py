@@ -1,5 +1,5 @@
-"""Fashion-MNIST and the MLP, shared by the PyTorch benchmarks: the same data,
-normalisation and model lt trains (examples/fashion_mnist)."""
+"""Fashion-MNIST and the models, shared by the PyTorch benchmarks: the same data,
+normalisation and models lt trains (examples/fashion_mnist: mlp.c, cnn.c)."""
 import gzip
 import os
 import struct
@@ -35,3 +35,20 @@ def make_model():
         nn.Linear(784, 512), nn.ReLU(),
         nn.Linear(512, 512), nn.ReLU(),
         nn.Linear(512, 10))
+
+
+class ToImage(nn.Module):
+    """[N, 784] -> [N, 1, 28, 28], as lt_reshape in cnn.c."""
+
+    def forward(self, x):
+        return x.view(-1, 1, 28, 28)
+
+
+def make_cnn():
+    return nn.Sequential(
+        ToImage(),
+        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(64 * 7 * 7, 128), nn.ReLU(),
+        nn.Linear(128, 10))

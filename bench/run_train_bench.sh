@@ -10,6 +10,9 @@
 #   REPS=3                  rounds; each round runs lt then torch for every batch size
 #   BATCHES="64 256 1024"
 #   SAMPLES=110000          samples per timed run (lt: the long run; its short run is SAMPLES/10)
+#   CNN_BATCHES="64"        the CNN example (examples/fashion_mnist/cnn.c) against the same
+#                           CNN in PyTorch, after the MLP table; empty to skip
+#   CNN_SAMPLES=20000       samples per timed CNN run
 #   PIN=                    a CPU list for taskset (e.g. PIN=0) to hold both to those cores
 #   TORCH_PY=/usr/bin/python3   Debian's python3-torch 1.13
 #   LT_FASHION_MNIST_DIR    data (default /usr/share/datasets/fashion-mnist)
@@ -44,6 +47,8 @@ if [ -z "$bin" ] || [ ! -x "$bin" ]; then
 fi
 REPS=${REPS:-3}
 BATCHES=${BATCHES:-"64 256 1024"}
+CNN_BATCHES=${CNN_BATCHES-"64"}
+CNN_SAMPLES=${CNN_SAMPLES:-20000}
 SAMPLES=${SAMPLES:-110000}
 TORCH_PY=${TORCH_PY:-/usr/bin/python3}
 PIN=${PIN:-}
@@ -59,7 +64,8 @@ if ! "$TORCH_PY" -c "import torch, numpy" 2>/dev/null; then
 fi
 
 log=$(mktemp /tmp/run_train_bench.XXXXXX)
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log" "$log.cnn"' EXIT
+: >"$log.cnn"
 status=0
 echo "# $(date -u +%FT%TZ) $(getconf _NPROCESSORS_ONLN) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); bin $bin; reps $REPS; samples $SAMPLES${PIN:+; pinned to cpu $PIN}"
 for rep in $(seq 1 "$REPS"); do
@@ -77,6 +83,22 @@ for rep in $(seq 1 "$REPS"); do
             fi
             grep -E '^torch batch=' "$log.out" | sed "s/^/rep=$rep /" >>"$log"
             grep -E '^torch batch=' "$log.out" | sed "s/^/  [$rep] /"
+        fi
+    done
+done
+for rep in $(seq 1 "$REPS"); do
+    for b in $CNN_BATCHES; do
+        if ! "${pin[@]}" "$bin" --model cnn --batch "$b" --samples "$CNN_SAMPLES" >"$log.out" 2>"$log.err"; then
+            echo "run_train_bench: train_bench --model cnn --batch $b failed:" >&2; tail -5 "$log.err" >&2
+            status=1
+        fi
+        grep -E '^lt model=cnn ' "$log.out" | tee -a "$log.cnn" | sed "s/^/  [$rep] /"
+        if [ "$have_torch" = 1 ]; then
+            if ! "${pin[@]}" "$TORCH_PY" "$here/torch_mlp.py" --model cnn --batch "$b" --samples "$CNN_SAMPLES" >"$log.out" 2>"$log.err"; then
+                echo "run_train_bench: torch_mlp.py --model cnn --batch $b failed:" >&2; tail -5 "$log.err" >&2
+                status=1
+            fi
+            grep -E '^torch model=cnn ' "$log.out" | tee -a "$log.cnn" | sed "s/^/  [$rep] /"
         fi
     done
 done
@@ -159,4 +181,27 @@ def target(b, need, what):
 target(64, 1.5, "per-step overhead counts")
 target(1024, 1.0, "GEMM counts")
 EOF
+
+if [ -s "$log.cnn" ]; then
+python3 - "$log.cnn" <<'EOF'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    kv = dict(t.split("=", 1) for t in f if "=" in t)
+    r = rows.setdefault(int(kv["batch"]), {"lt": [], "torch": []})
+    r[f[0]].append(float(kv["samples_per_s"]))
+print()
+print("CNN conv3x3 32 - pool - conv3x3 64 - pool - 128 - 10, same optimizer, 1 thread; best (median)")
+print("%6s  %17s  %17s  %12s" % ("batch", "lt samples/s", "torch samples/s", "lt/torch"))
+for b in sorted(rows):
+    r = rows[b]
+    lt = "%7.0f (%7.0f)" % (max(r["lt"]), statistics.median(r["lt"])) if r["lt"] else "n/a"
+    to = "%7.0f (%7.0f)" % (max(r["torch"]), statistics.median(r["torch"])) if r["torch"] else "n/a"
+    ra = ("%5.2f (%4.2f)" % (max(r["lt"]) / max(r["torch"]),
+                             statistics.median(r["lt"]) / statistics.median(r["torch"]))
+          if r["lt"] and r["torch"] else "n/a")
+    print("%6d  %17s  %17s  %12s" % (b, lt, to, ra))
+EOF
+fi
 exit $status

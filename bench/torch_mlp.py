@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """PyTorch peer of bench/train_bench.c: the Fashion-MNIST MLP 784-512-512-10
-(ReLU), CrossEntropyLoss, SGD(lr=0.05, momentum=0.9), one thread.
+(ReLU), or with --model cnn the CNN example, CrossEntropyLoss,
+SGD(lr=0.05, momentum=0.9), one thread.
 
 Run with Debian's interpreter (/usr/bin/python3, python3-torch 1.13), not a
 pyenv python3 on PATH:
@@ -32,7 +33,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from fmnist_torch import load, make_model  # noqa: E402
+from fmnist_torch import load, make_cnn, make_model  # noqa: E402
 
 
 def batches(n, batch, gen):
@@ -43,10 +44,10 @@ def batches(n, batch, gen):
             yield perm[i:i + batch]
 
 
-def bench(x, y, batch, samples, warmup):
+def bench(x, y, batch, samples, warmup, cnn=False):
     torch.manual_seed(42)
     gen = torch.Generator().manual_seed(42)
-    model = make_model()
+    model = make_cnn() if cnn else make_model()
     loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     stream = batches(x.shape[0], batch, gen)
@@ -74,6 +75,8 @@ def main():
     ap.add_argument("--batch", default="64,256,1024", help="comma-separated batch sizes")
     ap.add_argument("--samples", type=int, default=110000, help="timed samples per batch size")
     ap.add_argument("--warmup", type=int, default=20, help="untimed steps first")
+    ap.add_argument("--model", choices=["mlp", "cnn"], default="mlp",
+                    help="mlp: 784-512-512-10; cnn: the CNN of examples/fashion_mnist/cnn.c")
     args = ap.parse_args()
     torch.set_num_threads(1)
     try:
@@ -85,8 +88,10 @@ def main():
     print(f"# torch {torch.__version__} threads={torch.get_num_threads()} python={sys.executable} "
           f"data={data_dir} samples={x.shape[0]}", flush=True)
     for b in (int(s) for s in args.batch.split(",") if s):
-        sps, step_s, cpu_s, steps, loss = bench(x, y, b, args.samples, args.warmup)
-        print(f"torch batch={b} samples_per_s={sps:.0f} step_ms={step_s * 1e3:.4f} "
+        sps, step_s, cpu_s, steps, loss = bench(x, y, b, args.samples, args.warmup,
+                                                args.model == "cnn")
+        tag = "torch model=cnn" if args.model == "cnn" else "torch"
+        print(f"{tag} batch={b} samples_per_s={sps:.0f} step_ms={step_s * 1e3:.4f} "
               f"cpu_step_ms={cpu_s * 1e3:.4f} steps={steps} loss={loss:.4f}", flush=True)
 
 

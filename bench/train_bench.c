@@ -1,6 +1,7 @@
 /* Single-process training throughput of the Fashion-MNIST MLP (784-512-512-10,
  * ReLU, SGD momentum 0.9, lr 0.05) through the public trainer API, beside the
- * GEMM-only time of the same step measured in the same run.
+ * GEMM-only time of the same step measured in the same run; with --model cnn,
+ * the CNN example's throughput alone.
  *
  *   train_bench [--batch 64[,256,...]] [--samples N] [--short-samples N] [--gemm-secs S]
  *
@@ -88,16 +89,20 @@ static const char *data_dir(void) {
     return d && *d ? d : "/usr/share/datasets/fashion-mnist";
 }
 
+/* "mlp" (the target) or "cnn" (examples/fashion_mnist/cnn.c). */
+static const char *g_model = "mlp";
+
 static int run_lt(int64_t batch, int64_t steps, const char *root, fit_result *out) {
     char s_batch[64], s_steps[64], s_dir[1100], s_root[1100];
     snprintf(s_batch, sizeof s_batch, "data.batch_size=%lld", (long long)batch);
     snprintf(s_steps, sizeof s_steps, "trainer.max_steps=%lld", (long long)steps);
     snprintf(s_dir, sizeof s_dir, "data.dir=%s", data_dir());
     snprintf(s_root, sizeof s_root, "trainer.default_root_dir=%s", root);
+    bool cnn = !strcmp(g_model, "cnn");
     const char *sets[] = {
-        "model.name=fashion_mnist_mlp",
-        "model.hidden=512",
-        "model.layers=2",
+        cnn ? "model.name=fashion_mnist_cnn" : "model.name=fashion_mnist_mlp",
+        cnn ? "model.hidden=128" : "model.hidden=512",
+        cnn ? "model.channels=32" : "model.layers=2",
         "trainer.accelerator=cpu",
         "trainer.devices=1",
         "trainer.strategy=auto",
@@ -235,7 +240,8 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: train_bench [--batch 64,256,1024] [--samples N] [--short-samples N] [--gemm-secs S]\n"
+            "usage: train_bench [--model mlp|cnn] [--batch 64,256,1024] [--samples N] [--short-samples N] [--gemm-secs S]\n"
+            "  --model          mlp: 784-512-512-10 (default); cnn: the CNN example, no GEMM reference\n"
             "  --samples        samples the long lt run trains (default 110000 = 2 epochs)\n"
             "  --short-samples  samples the short lt run trains (default samples/10)\n"
             "  --gemm-secs      seconds spent timing the GEMM-only step (default 1)\n"
@@ -263,6 +269,9 @@ int main(int argc, char **argv) {
                 batches[nb++] = v;
                 p = *end == ',' ? end + 1 : end;
             }
+        } else if (!strcmp(argv[i], "--model") && i + 1 < argc) {
+            g_model = argv[++i];
+            if (strcmp(g_model, "mlp") && strcmp(g_model, "cnn")) { usage(); return 2; }
         } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
             samples = strtoll(argv[++i], NULL, 10);
         } else if (!strcmp(argv[i], "--short-samples") && i + 1 < argc) {
@@ -280,8 +289,10 @@ int main(int argc, char **argv) {
     char root[] = "/tmp/lt_train_bench.XXXXXX";
     if (!mkdtemp(root)) { perror("train_bench: mkdtemp"); return 1; }
 
-    printf("# lt train_bench: MLP 784-512-512-10, SGD momentum 0.9 lr 0.05, %d train samples/epoch, "
-           "OpenBLAS 1 thread, plugins %s, data %s\n", TRAIN_SAMPLES, LT_BENCH_PLUGIN_DIR, data_dir());
+    printf("# lt train_bench: %s, SGD momentum 0.9 lr 0.05, %d train samples/epoch, "
+           "OpenBLAS 1 thread, plugins %s, data %s\n",
+           strcmp(g_model, "cnn") ? "MLP 784-512-512-10" : "CNN conv32-pool-conv64-pool-128-10",
+           TRAIN_SAMPLES, LT_BENCH_PLUGIN_DIR, data_dir());
     printf("# lt step time = (fit(long) - fit(short)) / (steps_long - steps_short); "
            "gemm step = best round of the step's 8 cblas_sgemm calls\n");
     fflush(stdout);
@@ -302,6 +313,16 @@ int main(int argc, char **argv) {
          * the run lost its core to other work (a shared machine). */
         double cpu_step_s = (rl.cpu_s - rs.cpu_s) / dsteps;
 
+        if (!strcmp(g_model, "cnn")) { /* no GEMM reference: the convolutions' GEMMs vary per layer */
+            printf("lt model=cnn batch=%lld samples_per_s=%.0f step_ms=%.4f naive_samples_per_s=%.0f "
+                   "fit_long_s=%.3f fit_short_s=%.3f steps_long=%lld steps_short=%lld cpu_step_ms=%.4f "
+                   "train_loss=%.4f\n",
+                   (long long)b, (double)b / step_s, step_s * 1e3, naive, rl.fit_s, rs.fit_s,
+                   (long long)steps_long, (long long)steps_short, cpu_step_s * 1e3,
+                   rl.have_loss ? rl.train_loss : -1.0);
+            fflush(stdout);
+            continue;
+        }
         gemm_call calls[8];
         int ncalls = 0;
         double gemm_s = gemm_step_time(b, gemm_secs, calls, &ncalls);
