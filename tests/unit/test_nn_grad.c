@@ -521,6 +521,26 @@ static void test_conv_errors(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(s->error, "reshape: [2, 2, 5, 5] has 100 elements"));
     g_acc->free(&g_ctx, x);
     gc_end(&c);
+
+    /* An accelerator built against ABI 1.0 has a shorter kernel table: the
+     * layer says which kernels are missing instead of calling past its end. */
+    lt_kernels old = *K;
+    old.struct_size = (uint32_t)offsetof(lt_kernels, im2col);
+    gc_begin(&c, "ABI 1.0 kernels");
+    c.m->k = &old;
+    c.cv = lt_conv2d_new(c.m, "conv1", 2, 4, 3, 1, 0, true);
+    gc_finalize(&c);
+    x = dev_doubles(2 * 2 * 5 * 5);
+    lt_step_reset(&c.s, true, 0, 0, 1, 0);
+    t = lt_step_wrap(&c.s, x, LT_F64, 4, (int64_t[]){2, 2, 5, 5});
+    CU_ASSERT_PTR_NULL(lt_conv2d(&c.s, c.cv, t));
+    CU_ASSERT_PTR_NOT_NULL(strstr(c.s.error, "no im2col/col2im kernels"));
+    lt_step_reset(&c.s, true, 0, 0, 1, 0);
+    t = lt_step_wrap(&c.s, x, LT_F64, 4, (int64_t[]){2, 2, 5, 5});
+    CU_ASSERT_PTR_NULL(lt_max_pool2d(&c.s, t, 2, 0));
+    CU_ASSERT_PTR_NOT_NULL(strstr(c.s.error, "no max_pool_fwd/max_pool_bwd kernels"));
+    g_acc->free(&g_ctx, x);
+    gc_end(&c);
 }
 
 /* 8 -> 40 -> 4: fc1.weight has 320 elements, so a random subset is checked. */
