@@ -16,10 +16,12 @@ static bool has_kernels(lt_step *s, const char *op, bool pool) {
     const lt_kernels *k = K(s);
     bool ok = pool ? LT_KERNELS_HAS(k, max_pool_fwd) && LT_KERNELS_HAS(k, max_pool_bwd)
                    : LT_KERNELS_HAS(k, im2col) && LT_KERNELS_HAS(k, col2im);
-    if (!ok)
-        lt_step_fail(s, "%s: the accelerator has no %s kernels (they came with plugin ABI 1.1); "
+    if (!ok) {
+        const lt_accelerator_desc *acc = s->model->accel;
+        lt_step_fail(s, "%s: accelerator '%s' has no %s kernels (they came with plugin ABI 1.1); "
                      "rebuild the accelerator plugin against this lt", op,
-                     pool ? "max_pool_fwd/max_pool_bwd" : "im2col/col2im");
+                     acc ? acc->hdr.name : "?", pool ? "max_pool_fwd/max_pool_bwd" : "im2col/col2im");
+    }
     return ok;
 }
 
@@ -164,7 +166,7 @@ static void max_pool_bwd(lt_step *s, lt_node *n, double seed) {
     if (!x->requires_grad || !y->grad) return;
     void *g;
     double beta = lt_grad_target(s, x, &g);
-    if (g) K(s)->max_pool_bwd(KC(s), x->dtype, y->grad, n->saved, n->layer, g, beta);
+    if (g && x->numel > 0) K(s)->max_pool_bwd(KC(s), x->dtype, y->grad, n->saved, n->layer, g, beta);
 }
 
 lt_tensor *lt_max_pool2d(lt_step *s, lt_tensor *x, int64_t kernel, int64_t stride) {
@@ -175,7 +177,8 @@ lt_tensor *lt_max_pool2d(lt_step *s, lt_tensor *x, int64_t kernel, int64_t strid
         char sh[96];
         lt_nn_shape_str(x, sh, sizeof sh);
         lt_step_fail(s, "max_pool2d: kernel %lld, stride %lld on input %s: needs [N, C, H, W] "
-                     "with H, W >= kernel >= 1 and stride >= 1 (0 means the kernel size)",
+                     "with H, W >= kernel >= 1, H * W <= 2^31 - 1, and stride >= 1 (0 means the "
+                     "kernel size)",
                      (long long)kernel, (long long)stride, sh);
         return NULL;
     }
@@ -189,9 +192,10 @@ lt_tensor *lt_max_pool2d(lt_step *s, lt_tensor *x, int64_t kernel, int64_t strid
     g->ow = (g->w - g->kw) / g->sw + 1;
     int64_t shape[4] = {x->shape[0], x->shape[1], g->oh, g->ow};
     lt_tensor *y = lt_step_new_tensor(s, x->dtype, 4, shape, x->requires_grad);
-    int32_t *arg = y ? lt_step_scratch(s, (size_t)y->numel * sizeof(int32_t)) : NULL;
+    int32_t *arg = y ? lt_step_scratch(s, (size_t)(y->numel ? y->numel : 1) * sizeof(int32_t)) : NULL;
     if (!y || !arg) return NULL;
-    K(s)->max_pool_fwd(KC(s), x->dtype, x->data, g, y->data, arg);
+    if (y->numel > 0) /* an empty batch has nothing to pool (and no planes for the kernel) */
+        K(s)->max_pool_fwd(KC(s), x->dtype, x->data, g, y->data, arg);
     if (x->requires_grad) {
         lt_node *n = lt_step_record(s, max_pool_bwd, y);
         if (n) {

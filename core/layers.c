@@ -181,15 +181,18 @@ lt_tensor *lt_reshape(lt_step *s, lt_tensor *x, int ndim, const int64_t *shape) 
     if (!x) { lt_step_fail(s, "reshape: input is NULL"); return NULL; }
     int64_t numel = 1;
     bool ok = ndim >= 1 && ndim <= LT_MAX_DIMS && shape;
-    for (int i = 0; ok && i < ndim; i++) {
-        ok = shape[i] >= 0;
-        numel *= shape[i];
-    }
+    for (int i = 0; ok && i < ndim; i++)
+        ok = shape[i] >= 0 && !__builtin_mul_overflow(numel, shape[i], &numel);
     if (!ok || numel != x->numel) {
-        char from[96];
+        char from[96], to[96];
+        int len = snprintf(to, sizeof to, "[");
+        for (int i = 0; shape && i < ndim && i < LT_MAX_DIMS && len < (int)sizeof to; i++)
+            len += snprintf(to + len, sizeof to - len, i ? ", %lld" : "%lld", (long long)shape[i]);
+        if (len < (int)sizeof to) snprintf(to + len, sizeof to - len, "]");
         lt_nn_shape_str(x, from, sizeof from);
-        lt_step_fail(s, "reshape: %s has %lld elements; the new shape (%d dims, at most %d) must "
-                     "have as many", from, (long long)x->numel, ndim, LT_MAX_DIMS);
+        lt_step_fail(s, "reshape: %s has %lld elements, the new shape %s (%d dims, at most %d) "
+                     "does not; give a shape with as many", from, (long long)x->numel, to, ndim,
+                     LT_MAX_DIMS);
         return NULL;
     }
     lt_tensor *y = lt_step_wrap(s, x->data, x->dtype, ndim, shape);

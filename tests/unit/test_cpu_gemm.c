@@ -51,6 +51,8 @@ static int run_case(bool ta, bool tb, int m, int n, int k, double alpha, double 
     if (beta == 0) /* C's old contents must not be read: NaN would show */
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) c[i * ldc + j] = NAN;
+    float *before = malloc(sizeof(float) * m * ldc);
+    memcpy(before, c, sizeof(float) * m * ldc);
     for (int i = 0; i < m * ldc; i++) want[i] = c0[i]; /* padding stays as it was */
     ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c0, want, ldc);
     int took = lt_sgemm_avx512(&g_scratch, ta, tb, m, n, k, (float)alpha, a, lda, b, ldb,
@@ -69,41 +71,55 @@ static int run_case(bool ta, bool tb, int m, int n, int k, double alpha, double 
                     break;
                 }
             }
-    } else {
-        /* Declining must leave C untouched. */
-        for (int i = 0; i < m * ldc && result == 0; i++)
-            if (memcmp(&c[i], beta == 0 && i % ldc < n ? &c[i] : &c0[i], sizeof(float))) result = -1;
+    } else if (memcmp(c, before, sizeof(float) * m * ldc)) { /* declining leaves C as it was */
+        printf("\n  ta=%d tb=%d m=%d n=%d k=%d: declined but wrote C\n", ta, tb, m, n, k);
+        result = -1;
     }
-    free(a), free(b), free(c), free(c0), free(want);
+    free(a), free(b), free(c), free(c0), free(want), free(before);
     return result;
 }
 
-static const int edge_m[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 64};
+static const int edge_m[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 23, 64};
 static const int edge_n[] = {1, 15, 16, 17, 31, 33, 47, 48, 49, 64, 100, 128, 130};
 static const int edge_k[] = {1, 7, 64, 255, 256, 257, 600};
 
 static void test_every_tile(void) {
-    int took = 0, wrong = 0, cases = 0;
+    int took = 0, wrong = 0, cases = 0, unexpected = 0;
     for (int tr = 0; tr < 4; tr++)
         for (size_t im = 0; im < sizeof edge_m / sizeof *edge_m; im++)
             for (size_t in = 0; in < sizeof edge_n / sizeof *edge_n; in++)
                 for (size_t ik = 0; ik < sizeof edge_k / sizeof *edge_k; ik++) {
+                    int m = edge_m[im], n = edge_n[in], k = edge_k[ik];
                     double beta = (int)(im + in + ik) % 3 == 0 ? 0.0 : (ik % 2 ? 1.0 : -0.75);
-                    int r = run_case(tr & 1, tr & 2, edge_m[im], edge_n[in], edge_k[ik], 1.25,
-                                     beta);
+                    int r = run_case(tr & 1, tr & 2, m, n, k, 1.25, beta);
+                    /* B not transposed: always taken at these sizes; transposed:
+                     * only with m and n both >= 16 (thin sides go to OpenBLAS). */
+                    bool expect = !(tr & 2) || (m >= 16 && n >= 16);
                     cases++;
                     took += r > 0;
                     wrong += r < 0;
+                    if (lt_sgemm_avx512_usable() && r >= 0 && (r > 0) != expect && unexpected++ < 3)
+                        printf("\n  ta=%d tb=%d m=%d n=%d k=%d: %s, expected otherwise", tr & 1,
+                               (tr & 2) != 0, m, n, k, r ? "taken" : "declined");
                 }
     CU_ASSERT_EQUAL(wrong, 0);
     if (lt_sgemm_avx512_usable()) {
-        /* Only thin NT outputs (n < 16 at m <= 128) go to OpenBLAS here. */
-        CU_ASSERT(took > cases * 3 / 4);
+        CU_ASSERT_EQUAL(unexpected, 0);
         printf("\n  %d of %d shapes ran on the AVX-512 kernels\n", took, cases);
     } else {
         CU_ASSERT_EQUAL(took, 0);
         printf("\n  no AVX-512 on this CPU: every shape declined (OpenBLAS runs them)\n");
     }
+}
+
+/* Transposed products wider than one pass (NT_PANEL = 256 rows of Y^T):
+ * every panel lands in its own columns of C. */
+static void test_nt_panels(void) {
+    int r = run_case(false, true, 20, 600, 37, 0.5, 1.0);
+    CU_ASSERT(r >= 0);
+    r = run_case(true, true, 64, 1000, 64, 1.0, 0.0);
+    CU_ASSERT(r >= 0);
+    if (lt_sgemm_avx512_usable()) CU_ASSERT_EQUAL(r, 1);
 }
 
 /* The MLP's own shapes at batch 64 and 1024 (forward, weight and input
@@ -129,10 +145,15 @@ static void test_training_shapes(void) {
 }
 
 /* Shapes with no short dimension, or whose streamed row of B outgrows L2,
- * are left to OpenBLAS. */
-static void test_declines_large(void) {
+ * are left to OpenBLAS; so are alpha 0 (BLAS reads neither A nor B then),
+ * a transposed product whose Y^T rows are thin (m < 16), and packing that
+ * would not fit the scratch reserved at setup. */
+static void test_declines(void) {
     CU_ASSERT_EQUAL(run_case(false, false, 8, 2048, 300, 1.0, 0.0), 0);
     CU_ASSERT_EQUAL(run_case(false, true, 2048, 2048, 300, 1.0, 0.0), 0);
+    CU_ASSERT_EQUAL(run_case(false, false, 64, 100, 50, 0.0, 0.5), 0);
+    CU_ASSERT_EQUAL(run_case(false, true, 8, 100, 50, 1.0, 0.0), 0);
+    CU_ASSERT_EQUAL(run_case(true, true, 64, 96, LT_SGEMM_SCRATCH_FLOATS / 64, 1.0, 0.0), 0);
     float x = 1;
     CU_ASSERT_FALSE(lt_sgemm_avx512(&g_scratch, false, false, 1, 1, 0, 1, &x, 1, &x, 1, 0, &x, 1));
 }
@@ -180,11 +201,16 @@ static void test_gemm_param(void) {
 
 int main(void) {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
+    if (lt_sgemm_avx512_usable() && !lt_sgemm_scratch_init(&g_scratch)) {
+        fprintf(stderr, "test_cpu_gemm: cannot reserve the packing scratch\n");
+        return 1;
+    }
     CU_pSuite s = CU_add_suite("cpu_gemm", NULL, NULL);
     if (!s) return 1;
     CU_add_test(s, "every tile edge, transpose, beta, k block", test_every_tile);
     CU_add_test(s, "the MLP's shapes at batch 64 and 1024", test_training_shapes);
-    CU_add_test(s, "large shapes left to OpenBLAS", test_declines_large);
+    CU_add_test(s, "transposed products in several panels", test_nt_panels);
+    CU_add_test(s, "calls left to OpenBLAS, C untouched", test_declines);
     CU_add_test(s, "gemm parameter", test_gemm_param);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

@@ -1011,6 +1011,14 @@ static void test_max_pool(void) {
     K->max_pool_fwd(C, LT_F32, xs, &bad, ys, as);
     CU_ASSERT_EQUAL(g_acc->synchronize(C), LT_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(C), "max_pool_fwd: geometry"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(C), "oh/ow must be"));
+    /* a window taller than the input: integer division would make oh 1 */
+    lt_conv_geom tall = {1, 1, 4, 2, 2, 2, 2, 0, 0, 1, 2};
+    K->max_pool_fwd(C, LT_F32, xs, &tall, ys, as);
+    CU_ASSERT_EQUAL(g_acc->synchronize(C), LT_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(C), "kernel is larger than the padded input"));
+    K->im2col(C, LT_F32, xs, &tall, ys);
+    CU_ASSERT_EQUAL(g_acc->synchronize(C), LT_ERR_INVALID);
 }
 
 /* ---- deferred errors ------------------------------------------------------------ */

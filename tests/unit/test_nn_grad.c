@@ -496,6 +496,78 @@ static void test_small_cnn(void) {
     gc_end(&c);
 }
 
+/* The same CNN step in f32 and f64 from the same parameters (f32 init is
+ * the f64 init rounded) and input: f32 runs every GEMM shape of conv2d
+ * (forward, bias, weight gradient through the transposed path, input
+ * gradient) on the cpu plugin's f32 kernels, f64 on OpenBLAS's dgemm, so the
+ * gradients must agree to f32 rounding. */
+typedef struct cnn_run {
+    lt_model *m;
+    lt_step s;
+    lt_conv2d_layer *cv;
+    lt_linear_layer *fc;
+} cnn_run;
+
+static void cnn_run_grads(cnn_run *r, lt_dtype t, const double *x64, const int32_t *labels,
+                          int64_t n, double *grads_out) {
+    r->m = lt_model_new(t, g_acc, &g_ctx, K);
+    r->cv = lt_conv2d_new(r->m, "conv", 3, 16, 3, 1, 1, true);
+    r->fc = lt_linear_new(r->m, "fc", 16 * 4 * 4, 5, true);
+    CU_ASSERT_FATAL(lt_model_finalize(r->m, 99) == LT_OK);
+    CU_ASSERT_FATAL(lt_step_init(&r->s, r->m) == LT_OK);
+    int64_t xs[4] = {n, 3, 8, 8}, ls[1] = {n};
+    int64_t nx = n * 3 * 8 * 8;
+    void *x = NULL, *lab = NULL;
+    CU_ASSERT_FATAL(g_acc->alloc(&g_ctx, (size_t)nx * lt_dtype_size(t), &x) == LT_OK);
+    CU_ASSERT_FATAL(g_acc->alloc(&g_ctx, (size_t)n * sizeof(int32_t), &lab) == LT_OK);
+    for (int64_t i = 0; i < nx; i++) {
+        if (t == LT_F32) ((float *)x)[i] = (float)x64[i];
+        else ((double *)x)[i] = x64[i];
+    }
+    memcpy(lab, labels, (size_t)n * sizeof(int32_t));
+    lt_model_zero_grad(r->m);
+    lt_step_reset(&r->s, true, 0, 0, 1, 0);
+    lt_tensor *h = lt_relu(&r->s, lt_conv2d(&r->s, r->cv, lt_step_wrap(&r->s, x, t, 4, xs)));
+    h = lt_flatten(&r->s, lt_max_pool2d(&r->s, h, 2, 0));
+    lt_tensor *loss = lt_cross_entropy(&r->s, lt_linear(&r->s, r->fc, h), lt_step_wrap(&r->s, lab, LT_I32, 1, ls));
+    CU_ASSERT_FATAL(loss != NULL);
+    CU_ASSERT_FATAL(lt_step_backward(&r->s, loss, 1.0) == LT_OK);
+    CU_ASSERT_FATAL(g_acc->synchronize(&g_ctx) == LT_OK);
+    for (size_t i = 0; i < r->m->total; i++)
+        grads_out[i] = t == LT_F32 ? (double)((float *)r->m->grads_flat)[i]
+                                   : ((double *)r->m->grads_flat)[i];
+    lt_step_destroy(&r->s);
+    g_acc->free(&g_ctx, x);
+    g_acc->free(&g_ctx, lab);
+}
+
+static void test_conv_f32_vs_f64(void) {
+    enum { N = 6 };
+    double x[N * 3 * 8 * 8];
+    uint64_t seed = 11;
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = urand(&seed);
+    int32_t labels[N];
+    for (int i = 0; i < N; i++) labels[i] = (i * 3 + 1) % 5;
+    cnn_run a, b;
+    size_t total = 16 * 3 * 9 + 16 + 16 * 16 * 5 + 5;
+    double *g32 = calloc(total, sizeof(double)), *g64 = calloc(total, sizeof(double));
+    cnn_run_grads(&a, LT_F32, x, labels, N, g32);
+    cnn_run_grads(&b, LT_F64, x, labels, N, g64);
+    CU_ASSERT_EQUAL(a.m->total, total);
+    double diff = 0, ref = 0;
+    for (size_t i = 0; i < total; i++) {
+        diff += (g32[i] - g64[i]) * (g32[i] - g64[i]);
+        ref += g64[i] * g64[i];
+    }
+    double ratio = sqrt(diff / ref);
+    printf("\n  conv f32 vs f64 gradients: norm ratio %.2e (%zu values)", ratio, total);
+    CU_ASSERT(ref > 0);
+    CU_ASSERT(ratio < 1e-5);
+    lt_model_free(a.m);
+    lt_model_free(b.m);
+    free(g32), free(g64);
+}
+
 /* Bad shapes are step errors naming the layer and the fix. */
 static void test_conv_errors(void) {
     gcase c;
@@ -518,7 +590,14 @@ static void test_conv_errors(void) {
     lt_step_reset(s, true, 0, 0, 1, 0);
     t = lt_step_wrap(s, x, LT_F64, 4, (int64_t[]){2, 2, 5, 5});
     CU_ASSERT_PTR_NULL(lt_reshape(s, t, 2, (int64_t[]){2, 49}));
-    CU_ASSERT_PTR_NOT_NULL(strstr(s->error, "reshape: [2, 2, 5, 5] has 100 elements"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s->error, "reshape: [2, 2, 5, 5] has 100 elements, the new shape [2, 49]"));
+    /* an empty batch pools to an empty batch, with no kernel call */
+    lt_step_reset(s, true, 0, 0, 1, 0);
+    t = lt_step_wrap(s, x, LT_F64, 4, (int64_t[]){0, 2, 5, 5});
+    lt_tensor *e = lt_max_pool2d(s, t, 2, 0);
+    CU_ASSERT_PTR_NOT_NULL(e);
+    CU_ASSERT_EQUAL(e ? lt_tensor_dim(e, 0) : -1, 0);
+    CU_ASSERT_EQUAL(g_acc->synchronize(&g_ctx), LT_OK);
     g_acc->free(&g_ctx, x);
     gc_end(&c);
 
@@ -787,6 +866,7 @@ int main(void) {
     CU_add_test(s, "max_pool2d: plain, overlapping, strided", test_max_pool);
     CU_add_test(s, "small CNN: reshape, conv, relu, pool, linear", test_small_cnn);
     CU_add_test(s, "conv, pool and reshape errors", test_conv_errors);
+    CU_add_test(s, "CNN gradients in f32 match f64", test_conv_f32_vs_f64);
     CU_add_test(s, "cross-entropy", test_cross_entropy);
     CU_add_test(s, "mse", test_mse);
     CU_add_test(s, "2-layer MLP", test_mlp);

@@ -34,9 +34,9 @@ static void valid_range(const lt_conv_geom *g, int64_t j, int64_t *lo, int64_t *
                         const T *in = x + (c * g->h + iy) * g->w;                            \
                         int64_t off = j - g->pw;                                             \
                         for (int64_t ox = 0; ox < lo; ox++) out[ox] = 0;                     \
-                        if (g->sw == 1)                                                      \
+                        if (g->sw == 1 && hi > lo)                                           \
                             memcpy(out + lo, in + lo + off, (size_t)(hi - lo) * sizeof(T));  \
-                        else                                                                 \
+                        else if (g->sw != 1)                                                 \
                             for (int64_t ox = lo; ox < hi; ox++) out[ox] = in[ox * g->sw + off]; \
                         for (int64_t ox = hi; ox < g->ow; ox++) out[ox] = 0;                 \
                     }                                                                        \
@@ -83,7 +83,7 @@ static void valid_range(const lt_conv_geom *g, int64_t j, int64_t *lo, int64_t *
                     T best = v[0];                                                           \
                     int32_t where = at[0];                                                   \
                     for (int q = 1; q < 4; q++)                                              \
-                        if (v[q] > best || (v[q] != v[q] && best == best)) {                 \
+                        if (v[q] > best || v[q] != v[q]) {                 \
                             best = v[q];                                                     \
                             where = at[q];                                                   \
                         }                                                                    \
@@ -111,7 +111,7 @@ static void valid_range(const lt_conv_geom *g, int64_t j, int64_t *lo, int64_t *
                             int64_t ix = ox * g->sw - g->pw + j;                             \
                             if (ix < 0 || ix >= g->w) continue;                              \
                             T v = in[iy * g->w + ix];                                        \
-                            if (where < 0 || v > best || (isnan(v) && !isnan(best))) {       \
+                            if (where < 0 || v > best || isnan(v)) {       \
                                 best = v;                                                    \
                                 where = iy * g->w + ix;                                      \
                             }                                                                \
@@ -138,40 +138,49 @@ static void valid_range(const lt_conv_geom *g, int64_t j, int64_t *lo, int64_t *
 CPU_FOR_FLOAT_TYPES(DEF_CONV)
 
 /* Geometry that would make the loops above index outside the buffers is a
- * caller bug; it is parked as an error instead of corrupting memory. */
-static bool geom_ok(lt_ctx *ctx, const char *kernel, const lt_conv_geom *g) {
-    bool ok = g->c >= 1 && g->h >= 1 && g->w >= 1 && g->kh >= 1 && g->kw >= 1 && g->sh >= 1 &&
-              g->sw >= 1 && g->ph >= 0 && g->pw >= 0 &&
-              g->oh == (g->h + 2 * g->ph - g->kh) / g->sh + 1 &&
-              g->ow == (g->w + 2 * g->pw - g->kw) / g->sw + 1 && g->oh >= 1 && g->ow >= 1 &&
-              g->h * g->w <= INT32_MAX;
-    if (!ok)
+ * caller bug; it is parked as an error (saying which condition failed)
+ * instead of corrupting memory. Pooling's argmax is int32: planes of more
+ * than 2^31 - 1 elements are refused there only. */
+static bool geom_ok(lt_ctx *ctx, const char *kernel, const lt_conv_geom *g, bool pool) {
+    const char *why = NULL;
+    if (g->c < 1 || g->h < 1 || g->w < 1 || g->kh < 1 || g->kw < 1 || g->sh < 1 || g->sw < 1 ||
+        g->ph < 0 || g->pw < 0)
+        why = "c, h, w, kernel and stride must be >= 1 and padding >= 0";
+    else if (g->h + 2 * g->ph < g->kh || g->w + 2 * g->pw < g->kw)
+        why = "the kernel is larger than the padded input";
+    else if (g->oh != (g->h + 2 * g->ph - g->kh) / g->sh + 1 ||
+             g->ow != (g->w + 2 * g->pw - g->kw) / g->sw + 1)
+        why = "oh/ow must be (h + 2 ph - kh) / sh + 1 and (w + 2 pw - kw) / sw + 1 "
+              "(lt_conv_geom in lt/accelerator.h)";
+    else if (pool && g->h * g->w > INT32_MAX)
+        why = "a plane has more than 2^31 - 1 elements (argmax is int32)";
+    if (why)
         cpu_fail(ctx, LT_ERR_INVALID,
                  "cpu %s: geometry c=%lld h=%lld w=%lld kernel %lldx%lld stride %lldx%lld "
-                 "padding %lldx%lld output %lldx%lld is inconsistent",
+                 "padding %lldx%lld output %lldx%lld: %s",
                  kernel, (long long)g->c, (long long)g->h, (long long)g->w, (long long)g->kh,
                  (long long)g->kw, (long long)g->sh, (long long)g->sw, (long long)g->ph,
-                 (long long)g->pw, (long long)g->oh, (long long)g->ow);
-    return ok;
+                 (long long)g->pw, (long long)g->oh, (long long)g->ow, why);
+    return !why;
 }
 
 void cpu_im2col(lt_ctx *ctx, lt_dtype t, const void *x, const lt_conv_geom *g, void *col) {
-    if (geom_ok(ctx, "im2col", g)) CPU_DISPATCH(ctx, "im2col", t, im2col, x, g, col);
+    if (geom_ok(ctx, "im2col", g, false)) CPU_DISPATCH(ctx, "im2col", t, im2col, x, g, col);
 }
 
 void cpu_col2im(lt_ctx *ctx, lt_dtype t, const void *col, const lt_conv_geom *g, void *x,
                 double beta) {
-    if (geom_ok(ctx, "col2im", g)) CPU_DISPATCH(ctx, "col2im", t, col2im, col, g, x, beta);
+    if (geom_ok(ctx, "col2im", g, false)) CPU_DISPATCH(ctx, "col2im", t, col2im, col, g, x, beta);
 }
 
 void cpu_max_pool_fwd(lt_ctx *ctx, lt_dtype t, const void *x, const lt_conv_geom *g, void *y,
                       int32_t *argmax) {
-    if (geom_ok(ctx, "max_pool_fwd", g))
+    if (geom_ok(ctx, "max_pool_fwd", g, true))
         CPU_DISPATCH(ctx, "max_pool_fwd", t, max_pool_fwd, x, g, y, argmax);
 }
 
 void cpu_max_pool_bwd(lt_ctx *ctx, lt_dtype t, const void *dy, const int32_t *argmax,
                       const lt_conv_geom *g, void *dx, double beta) {
-    if (geom_ok(ctx, "max_pool_bwd", g))
+    if (geom_ok(ctx, "max_pool_bwd", g, true))
         CPU_DISPATCH(ctx, "max_pool_bwd", t, max_pool_bwd, dy, argmax, g, dx, beta);
 }

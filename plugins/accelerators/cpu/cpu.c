@@ -83,7 +83,7 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
     }
     const char *gemm = lt_param_str(ctx, "gemm", "auto");
     if (strcmp(gemm, "auto") != 0 && strcmp(gemm, "openblas") != 0) {
-        lt_set_error(ctx, "cpu accelerator: gemm=%s is not one of auto, openblas", gemm);
+        lt_set_error(ctx, "cpu accelerator: gemm=%s is not one of auto, openblas (set accelerator.gemm)", gemm);
         return LT_ERR_INVALID;
     }
     cpu_state *s = calloc(1, sizeof *s);
@@ -93,7 +93,8 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
     }
     pthread_mutex_init(&s->err_lock, NULL);
     s->pending = LT_OK;
-    s->gemm_lt = strcmp(gemm, "auto") == 0 && lt_sgemm_avx512_usable();
+    s->gemm_lt = strcmp(gemm, "auto") == 0 && lt_sgemm_avx512_usable() &&
+                 lt_sgemm_scratch_init(&s->gemm_scratch);
     lt_log(ctx, LT_LOG_DEBUG, "f32 gemm: %s",
            s->gemm_lt ? "lt's AVX-512 kernels where a dimension is short, else OpenBLAS"
                       : "OpenBLAS");

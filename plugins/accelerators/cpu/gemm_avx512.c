@@ -18,9 +18,10 @@
  * The caller (gemm.c) uses this only when the CPU has AVX-512 and some
  * dimension is short; elsewhere OpenBLAS's packing pays for itself. Results
  * differ from OpenBLAS's in rounding only (another summation order); every
- * path is checked against a double-precision reference in test_cpu_kernels. */
+ * path is checked against a double-precision reference in test_cpu_gemm. */
 #include "gemm_avx512.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,25 +132,27 @@ static void gemm_b_rows(int64_t m, int64_t n, int64_t k, float alpha, const floa
     }
 }
 
-bool lt_sgemm_avx512_usable(void) {
-    static int ok = -1;
-    if (ok < 0) {
-        __builtin_cpu_init();
-        ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
-    }
-    return ok;
+static int avx512_ok;
+static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
+
+static void avx512_probe(void) {
+    __builtin_cpu_init();
+    avx512_ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
 }
 
-static bool scratch_reserve(lt_sgemm_scratch *s, size_t floats) {
-    size_t need = floats * sizeof(float);
-    if (need <= s->bytes) return true;
+bool lt_sgemm_avx512_usable(void) {
+    pthread_once(&avx512_once, avx512_probe);
+    return avx512_ok;
+}
+
+bool lt_sgemm_scratch_init(lt_sgemm_scratch *s) {
     void *p = NULL;
-    size_t bytes = (need + 4095) & ~(size_t)4095;
-    if (posix_memalign(&p, 64, bytes)) return false;
-    free(s->buf);
+    s->buf = NULL;
+    s->floats = 0;
+    if (posix_memalign(&p, 64, (size_t)LT_SGEMM_SCRATCH_FLOATS * sizeof(float))) return false;
     s->buf = p;
-    s->bytes = bytes;
+    s->floats = LT_SGEMM_SCRATCH_FLOATS;
     return true;
 }
 
@@ -210,37 +213,48 @@ static AVX512 void transpose_scale(float *dst, int64_t ldd, const float *src, in
     }
 }
 
+enum { NT_PANEL = 256 }; /* rows of Y^T computed per pass of the NT case */
+
 /* op(B) transposed (B stored n x k). Packs the smaller operand:
  *  - n <= m (a thin output layer): B^T (k x n) is packed and the product
  *    runs directly;
- *  - otherwise: op(A)^T (k x m) is packed, Y^T = B op(A)^T is computed with B
- *    in place as the broadcast operand, and written back transposed. */
+ *  - otherwise: op(A)^T (k x m) is packed, and Y^T = B op(A)^T is computed
+ *    NT_PANEL rows of B at a time with B in place as the broadcast operand,
+ *    each panel written back transposed into its columns of C.
+ * The packing space is the scratch reserved at setup: a call needing more
+ * is declined (returns false before writing anything). */
 static bool gemm_nt(lt_sgemm_scratch *s, bool ta, int64_t m, int64_t n, int64_t k, float alpha,
                     const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                     int64_t ldc) {
     if (n <= m) {
-        if (!scratch_reserve(s, (size_t)(k * n))) return false;
+        if (k * n > s->floats) return false;
         transpose_scale(s->buf, n, b, ldb, n, k, 1.0f, 0.0f);
         gemm_b_rows(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, s->buf, n, beta, c, ldc);
         return true;
     }
     int64_t xt_floats = (k * m + 15) & ~(int64_t)15;
-    if (!scratch_reserve(s, (size_t)(xt_floats + n * m))) return false;
-    float *xt = s->buf;       /* k x m: op(A)^T */
-    float *yt = xt + xt_floats; /* n x m: (op(A) B^T)^T */
+    if (xt_floats + NT_PANEL * m > s->floats) return false;
+    float *xt = s->buf;         /* k x m: op(A)^T */
+    float *yt = xt + xt_floats; /* NT_PANEL x m: a panel of (op(A) B^T)^T */
     if (ta) /* op(A) = A^T with A stored k x m: op(A)^T is A itself */
         for (int64_t p = 0; p < k; p++) memcpy(xt + p * m, a + p * lda, (size_t)m * sizeof(float));
     else
         transpose_scale(xt, m, a, lda, m, k, 1.0f, 0.0f);
-    gemm_b_rows(n, m, k, 1.0f, b, ldb, 1, xt, m, 0.0f, yt, m);
-    transpose_scale(c, ldc, yt, m, n, m, alpha, beta);
+    for (int64_t j0 = 0; j0 < n; j0 += NT_PANEL) {
+        int64_t nb = n - j0 < NT_PANEL ? n - j0 : NT_PANEL;
+        gemm_b_rows(nb, m, k, 1.0f, b + j0 * ldb, ldb, 1, xt, m, 0.0f, yt, m);
+        transpose_scale(c + j0, ldc, yt, m, nb, m, alpha, beta);
+    }
     return true;
 }
 
 bool lt_sgemm_avx512(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                      float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                      float beta, float *c, int64_t ldc) {
-    if (!lt_sgemm_avx512_usable() || m <= 0 || n <= 0 || k <= 0) return false;
+    /* alpha == 0: BLAS reads neither A nor B (so NaN there must not reach C);
+     * OpenBLAS does that. */
+    if (!lt_sgemm_avx512_usable() || !s->buf || m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f)
+        return false;
     /* Only where packing would be a large share of OpenBLAS's time: some
      * dimension is short (measured on the MLP's step: at batch 64 every GEMM
      * gains, at 256 and beyond the 512-wide ones lose a little). The row of
@@ -253,6 +267,7 @@ bool lt_sgemm_avx512(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n
     int64_t row = tb && n > m ? m : n;
     if ((k < KC ? k : KC) * row > (1 << 18)) return false;
     if (tb && n < 16 && m <= 128) return false;
+    if (tb && n > m && m < 16) return false; /* Y^T rows of m < 16 waste most of each vector */
     if (!tb) {
         gemm_b_rows(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, ldb, beta, c, ldc);
         return true;
@@ -263,6 +278,12 @@ bool lt_sgemm_avx512(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n
 #else /* not x86-64 with GCC or Clang: OpenBLAS does everything */
 
 bool lt_sgemm_avx512_usable(void) { return false; }
+
+bool lt_sgemm_scratch_init(lt_sgemm_scratch *s) {
+    s->buf = NULL;
+    s->floats = 0;
+    return false;
+}
 
 bool lt_sgemm_avx512(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                      float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
@@ -277,5 +298,5 @@ bool lt_sgemm_avx512(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n
 void lt_sgemm_scratch_free(lt_sgemm_scratch *s) {
     free(s->buf);
     s->buf = NULL;
-    s->bytes = 0;
+    s->floats = 0;
 }

@@ -127,8 +127,9 @@ typedef struct lt_kernels {
                    double beta);
     /* Max pooling of g->c planes x [c, h, w] into y [c, oh, ow]; argmax
      * receives, per output, the index within its plane (iy * w + ix) of the
-     * first maximum (NaN counts as the maximum, as in PyTorch). Padding never
-     * wins. */
+     * first maximum; a NaN beats every number (the last NaN of a window wins,
+     * as in PyTorch). Padding never wins. Planes hold at most 2^31 - 1
+     * elements. g is host memory (as every lt_conv_geom argument). */
     void (*max_pool_fwd)(lt_ctx *ctx, lt_dtype t, const void *x, const lt_conv_geom *g, void *y,
                          int32_t *argmax);
     /* dx = beta * dx, then each dy element added at its argmax. */
