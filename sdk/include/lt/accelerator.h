@@ -28,7 +28,8 @@ typedef enum lt_rand_dist { LT_RAND_UNIFORM = 1, LT_RAND_NORMAL = 2 } lt_rand_di
  * lowering, pooling): kernel kh x kw, stride sh, sw, zero padding ph, pw on
  * each side, output oh x ow = (h + 2 ph - kh) / sh + 1 by (w + 2 pw - kw) / sw
  * + 1 (the caller fills every field). c: channels of one image for
- * im2col/col2im; planes (images x channels) for pooling. */
+ * im2col/col2im; planes (images x channels) for pooling. Kernels take it as
+ * a host pointer, like the *_args structs, and read it before returning. */
 typedef struct lt_conv_geom {
     int64_t c, h, w;
     int64_t kh, kw, sh, sw, ph, pw;
@@ -129,7 +130,7 @@ typedef struct lt_kernels {
      * receives, per output, the index within its plane (iy * w + ix) of the
      * first maximum; a NaN beats every number (the last NaN of a window wins,
      * as in PyTorch). Padding never wins. Planes hold at most 2^31 - 1
-     * elements. g is host memory (as every lt_conv_geom argument). */
+     * elements. */
     void (*max_pool_fwd)(lt_ctx *ctx, lt_dtype t, const void *x, const lt_conv_geom *g, void *y,
                          int32_t *argmax);
     /* dx = beta * dx, then each dy element added at its argmax. */
