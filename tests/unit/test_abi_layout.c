@@ -10,6 +10,7 @@
  * below. A struct added to the public headers gets its lines here too. */
 #include <CUnit/Basic.h>
 #include <string.h>
+#include "cunit_run.h"
 #include "lt/lt.h"
 #include "lt/trainer.h"
 
@@ -339,9 +340,6 @@ int main(void) {
     CU_pSuite s = CU_add_suite("abi layout", NULL, NULL);
     CU_add_test(s, "LT_HAS on a truncated descriptor", test_lt_has_truncated);
     CU_add_test(s, "LT_HEADER fills the header", test_lt_header_fills);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "cunit_run.h"
 #include "config.h"
 
 static char tmpdir[] = "/tmp/lt_test_config.XXXXXX";
@@ -623,9 +624,6 @@ int main(void) {
         CU_cleanup_registry();
         return 1;
     }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failures = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failures ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

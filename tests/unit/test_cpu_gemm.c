@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cunit_run.h"
 #include "config.h"
 #include "cpu_plugin.h"
 #include "gemm_avx512.h"
@@ -212,11 +213,7 @@ int main(void) {
     CU_add_test(s, "transposed products in several panels", test_nt_panels);
     CU_add_test(s, "calls left to OpenBLAS, C untouched", test_declines);
     CU_add_test(s, "gemm parameter", test_gemm_param);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
-                      CU_get_number_of_tests_failed();
+    int rc = lt_cunit_run();
     lt_sgemm_scratch_free(&g_scratch);
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    return rc;
 }

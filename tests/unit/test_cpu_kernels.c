@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cunit_run.h"
 #include "config.h"
 #include "ctx.h"
 #include "lt/accelerator.h"
@@ -1066,10 +1067,6 @@ int main(void) {
     CU_add_test(s, "im2col against its definition, col2im its adjoint", test_im2col_col2im);
     CU_add_test(s, "max pooling: forward, backward, ties, NaN", test_max_pool);
     CU_add_test(s, "unsupported dtype reported by synchronize", test_unsupported_dtype);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
-                      CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

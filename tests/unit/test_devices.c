@@ -3,6 +3,7 @@
 #include <CUnit/Basic.h>
 #include <stdio.h>
 #include <string.h>
+#include "cunit_run.h"
 #include "devices.h"
 
 static char err[512];
@@ -189,9 +190,6 @@ int main(void) {
         CU_cleanup_registry();
         return 1;
     }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failures = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failures ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

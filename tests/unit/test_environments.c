@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cunit_run.h"
 #include "config.h"
 #include "ctx.h"
 #include "lt/environment.h"
@@ -646,10 +647,6 @@ int main(void) {
         CU_cleanup_registry();
         return 1;
     }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
-                      CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

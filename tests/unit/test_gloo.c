@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "cunit_run.h"
 #include "ctx.h"
 #include "lt/backend.h"
 #include "store_server.h"
@@ -284,9 +285,6 @@ int main(void) {
     CU_add_test(s, "timeout", test_timeout);
     CU_add_test(s, "abort", test_abort);
     CU_add_test(s, "mismatched sizes", test_mismatch);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "cunit_run.h"
 #include "data_internal.h"
 
 #define FMNIST_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
@@ -462,9 +463,6 @@ int main(void) {
     CU_add_test(s, "bad arguments", test_bad_args);
     CU_add_test(s, "subset view", test_subset);
     CU_add_test(s, "concurrent get", test_concurrent_get);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "cunit_run.h"
 #include "data_internal.h"
 
 /* ---- a tiny dataset: field 0 = i64 index, field 1 = f32 [2,3] = index*10 + k ---- */
@@ -450,9 +451,6 @@ int main(void) {
     CU_add_test(t, "restart mid-epoch", test_loader_restart_mid_epoch);
     CU_add_test(t, "host allocator", test_loader_allocator);
     CU_add_test(t, "bad options", test_loader_bad_options);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

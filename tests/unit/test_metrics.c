@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "cunit_run.h"
 #include "metrics.h"
 #include "lt/nn.h"
 
@@ -81,9 +82,6 @@ int main(void) {
     CU_add_test(s, "epoch mean weighted by samples", test_weighted_epoch_mean);
     CU_add_test(s, "sync_dist: sums and counts over ranks", test_sync_dist_weights_ranks);
     CU_add_test(s, "metrics.csv rows", test_csv);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cunit_run.h"
 #include "ctx.h"
 #include "cpu_plugin.h"
 #include "nn_internal.h"
@@ -876,10 +877,6 @@ int main(void) {
     CU_add_test(s, "grad-ready: reused layer", test_grad_ready_reuse);
     CU_add_test(s, "unused parameter: zero and reported", test_unused_param);
     CU_add_test(s, "layer output unused by the loss", test_dead_branch);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
-                      CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cunit_run.h"
 #include "ctx.h"
 #include "cpu_plugin.h"
 #include "optim.h"
@@ -390,10 +391,6 @@ int main(void) {
     CU_add_test(s, "clip_grad_norm", test_clip);
     CU_add_test(s, "validate names the key", test_validate);
     CU_add_test(s, "optimizer state", test_state_names);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
-                      CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "cunit_run.h"
 #include "lt/lt.h"
 #include "ctx.h"
 #include "hooks_defaults.h"
@@ -597,9 +598,6 @@ int main(void) {
     CU_add_test(s, "not found, with a suggestion", test_refuse_not_found);
     CU_add_test(s, "search directories", test_dirs);
     CU_add_test(s, "scan for --list-plugins", test_scan);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

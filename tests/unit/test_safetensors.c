@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <CUnit/Basic.h>
 #include <jansson.h>
+#include "cunit_run.h"
 #include "safetensors.h"
 
 static char g_dir[1024];
@@ -565,9 +566,6 @@ int main(void) {
                                                        fresh, NULL);
     for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
         CU_add_test(s, tests[i].name, tests[i].fn);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "cunit_run.h"
 #include "config.h"
 #include "ctx.h"
 #include "lt/backend.h"
@@ -352,9 +353,6 @@ int main(void) {
     CU_add_test(s, "dead peer", test_dead_peer);
     CU_add_test(s, "mismatched collectives", test_mismatch);
     CU_add_test(s, "no segment left in /dev/shm", test_no_leftovers);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include "cunit_run.h"
 #include "lt/store.h"
 #include "store_server.h"
 #include "store_wire.h"
@@ -528,9 +529,6 @@ int main(void) {
     CU_add_test(s, "connect retries", test_connect_retries_until_master_is_up);
     CU_add_test(s, "port in use", test_port_in_use);
     CU_add_test(s, "server stop fails clients", test_server_stop_fails_clients);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed ? 1 : 0;
+    int rc = lt_cunit_run();
+    return rc;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "cunit_run.h"
 #include "lt/trainer.h"
 #include "safetensors.h"
 
@@ -488,11 +489,7 @@ int main(void) {
     CU_add_test(s, "f. max_epochs/max_steps below -1 or both -1", test_bad_limits);
     CU_add_test(s, "f. empty data.dir names the file", test_empty_data_dir);
     CU_add_test(s, "f. unknown strategy", test_bad_strategy);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_suites_failed() +
-                      CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
+    int rc = lt_cunit_run();
     nftw(g_tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    return failed ? 1 : 0;
+    return rc;
 }
