@@ -2,6 +2,7 @@
  * dropout. The module a Lightning user would write as a LightningModule. */
 #include <stdio.h>
 #include <stdlib.h>
+#include "classifier.h"
 #include "lt/lt.h"
 
 #define MAX_LAYERS 8
@@ -54,40 +55,7 @@ static lt_tensor *forward(lt_ctx *ctx, lt_step *s) {
     return lt_linear(s, m->layers[m->nlayers - 1], x);
 }
 
-static lt_status mlp_training_step(lt_ctx *ctx, lt_step *s, lt_tensor **loss) {
-    lt_tensor *logits = forward(ctx, s);
-    *loss = lt_cross_entropy(s, logits, lt_step_input(s, 1));
-    if (*loss)
-        lt_log_metric(s, "train_loss", lt_item(s, *loss), (double)lt_step_batch_size(s),
-                      LT_LOG_ON_STEP | LT_LOG_ON_EPOCH | LT_LOG_PROG_BAR | LT_LOG_SYNC_DIST);
-    return lt_step_status(s);
-}
-
-static lt_status evaluate(lt_ctx *ctx, lt_step *s, const char *loss_name, const char *acc_name) {
-    lt_tensor *logits = forward(ctx, s);
-    lt_tensor *labels = lt_step_input(s, 1);
-    lt_tensor *loss = lt_cross_entropy(s, logits, labels);
-    double n = (double)lt_step_batch_size(s);
-    double acc = (double)lt_count_correct(s, logits, labels) / n;
-    unsigned flags = LT_LOG_ON_EPOCH | LT_LOG_PROG_BAR | LT_LOG_SYNC_DIST;
-    lt_log_metric(s, loss_name, lt_item(s, loss), n, flags);
-    lt_log_metric(s, acc_name, acc, n, flags);
-    return lt_step_status(s);
-}
-
-static lt_status mlp_validation_step(lt_ctx *ctx, lt_step *s) {
-    return evaluate(ctx, s, "val_loss", "val_acc");
-}
-
-static lt_status mlp_test_step(lt_ctx *ctx, lt_step *s) {
-    return evaluate(ctx, s, "test_loss", "test_acc");
-}
-
-static lt_status mlp_teardown(lt_ctx *ctx) {
-    free(lt_ctx_state(ctx));
-    lt_ctx_set_state(ctx, NULL);
-    return LT_OK;
-}
+FMNIST_CLASSIFIER_HOOKS(mlp, forward)
 
 static const lt_module_desc fashion_mnist_mlp = {
     LT_HEADER(LT_KIND_MODULE, lt_module_desc, "fashion_mnist_mlp", NULL, "1.0.0",
