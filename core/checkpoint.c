@@ -2,6 +2,7 @@
  * safetensors.torch.load_file gives a state_dict), optimizer state as
  * "optimizer.<state>.<param>", and trainer state in the metadata. Written by
  * rank 0 atomically (lt_st_write); a failed save leaves the old file. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,10 +73,11 @@ lt_status lt_checkpoint_save(lt_trainer *t, const char *path) {
             "lt.precision_state", prec, "lt.monitor", t->monitor, "lt.best_score", t->has_best ? best : "",
         };
         char err[1024];
-        struct stat sb;
-        if (stat(t->ckpt_dir, &sb) != 0) mkdir(t->ckpt_dir, 0777);
-        st = lt_st_write(path, ts, n, meta, sizeof meta / sizeof meta[0] / 2, err, sizeof err);
-        if (st != LT_OK) lt_run_fail(r, st, "saving checkpoint: %s", err);
+        st = lt_mkdirs(r, t->ckpt_dir, "checkpoint.dirpath (or trainer.default_root_dir)");
+        if (st == LT_OK) {
+            st = lt_st_write(path, ts, n, meta, sizeof meta / sizeof meta[0] / 2, err, sizeof err);
+            if (st != LT_OK) lt_run_fail(r, st, "saving checkpoint: %s", err);
+        }
     }
     for (int s = 0; s < 3; s++) free(host[s]);
     free(ts);
@@ -86,8 +88,9 @@ lt_status lt_checkpoint_save(lt_trainer *t, const char *path) {
 static lt_status meta_int(lt_run *r, lt_st_file *f, const char *path, const char *key, int64_t *out) {
     const char *v = lt_st_meta(f, key);
     char *end;
-    if (!v || !*v || (*out = strtoll(v, &end, 10), *end))
-        return lt_run_fail(r, LT_ERR_CORRUPT, "checkpoint %s: metadata '%s' is missing or not an integer; it was not written by lt's trainer", path, key);
+    if (!v || !*v || (*out = strtoll(v, &end, 10), *end) || *out < 0)
+        return lt_run_fail(r, LT_ERR_CORRUPT, "checkpoint %s: metadata '%s' is missing, not an integer or negative ('%s'); it was not written by lt's trainer",
+                           path, key, v ? v : "");
     return LT_OK;
 }
 
@@ -98,10 +101,13 @@ static lt_status load_tensor(lt_run *r, lt_st_file *f, const char *path, const c
     if (!t) return lt_run_fail(r, LT_ERR_MISMATCH, "checkpoint %s has no tensor '%s'; it was saved from another model or optimizer", path, name);
     bool same = t->dtype == m->dtype && t->ndim == p->ndim;
     for (int i = 0; same && i < p->ndim; i++) same = t->shape[i] == p->shape[i];
-    if (!same)
-        return lt_run_fail(r, LT_ERR_MISMATCH, "checkpoint %s: tensor '%s' is %s with %d dims, the model's is %s [%lld%s]; it was saved from another model or precision",
-                           path, name, lt_dtype_name(t->dtype), t->ndim, lt_dtype_name(m->dtype),
-                           (long long)p->shape[0], p->ndim > 1 ? ", ..." : "");
+    if (!same) {
+        char have[96], want[96];
+        lt_shape_str(t->ndim, t->shape, have, sizeof have);
+        lt_shape_str(p->ndim, p->shape, want, sizeof want);
+        return lt_run_fail(r, LT_ERR_MISMATCH, "checkpoint %s: tensor '%s' is %s %s, the model's is %s %s; it was saved from another model or precision",
+                           path, name, lt_dtype_name(t->dtype), have, lt_dtype_name(m->dtype), want);
+    }
     lt_status st = LT_ACC(r)->copy(&r->accel.ctx, (char *)dev + p->offset * lt_dtype_size(m->dtype), t->data, t->nbytes, LT_COPY_H2D);
     return st == LT_OK ? LT_OK : lt_run_hook_failed(r, &r->accel, "copy", st);
 }
@@ -174,7 +180,13 @@ lt_status lt_checkpoint_peek_seed(const char *path, uint64_t *seed, char *err, s
         snprintf(err, errlen, "checkpoint %s has no lt.seed metadata; pass a checkpoint written by lt", path);
         st = LT_ERR_CORRUPT;
     } else {
-        *seed = strtoull(v, NULL, 10);
+        char *end;
+        errno = 0;
+        *seed = strtoull(v, &end, 10);
+        if (*end || errno || *v == '-') {
+            snprintf(err, errlen, "checkpoint %s: metadata lt.seed '%s' is not an unsigned integer; pass a checkpoint written by lt", path, v);
+            st = LT_ERR_CORRUPT;
+        }
     }
     lt_st_close(f);
     return st;

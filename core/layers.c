@@ -19,11 +19,15 @@ bool lt_nn_ok_input(lt_step *s, const lt_tensor *x, const char *op) {
     return true;
 }
 
-void lt_nn_shape_str(const lt_tensor *x, char *buf, size_t len) {
+void lt_shape_str(int ndim, const int64_t *shape, char *buf, size_t len) {
     int n = snprintf(buf, len, "[");
-    for (int i = 0; i < x->ndim && n < (int)len; i++)
-        n += snprintf(buf + n, len - n, i ? ", %lld" : "%lld", (long long)x->shape[i]);
+    for (int i = 0; i < ndim && n < (int)len; i++)
+        n += snprintf(buf + n, len - n, i ? ", %lld" : "%lld", (long long)shape[i]);
     if (n < (int)len) snprintf(buf + n, len - n, "]");
+}
+
+void lt_nn_shape_str(const lt_tensor *x, char *buf, size_t len) {
+    lt_shape_str(x->ndim, x->shape, buf, len);
 }
 
 /* ---- Linear -------------------------------------------------------------- */
@@ -184,11 +188,8 @@ lt_tensor *lt_reshape(lt_step *s, lt_tensor *x, int ndim, const int64_t *shape) 
     for (int i = 0; ok && i < ndim; i++)
         ok = shape[i] >= 0 && !__builtin_mul_overflow(numel, shape[i], &numel);
     if (!ok || numel != x->numel) {
-        char from[96], to[96];
-        int len = snprintf(to, sizeof to, "[");
-        for (int i = 0; shape && i < ndim && i < LT_MAX_DIMS && len < (int)sizeof to; i++)
-            len += snprintf(to + len, sizeof to - len, i ? ", %lld" : "%lld", (long long)shape[i]);
-        if (len < (int)sizeof to) snprintf(to + len, sizeof to - len, "]");
+        char from[96], to[96] = "[]";
+        if (shape) lt_shape_str(ndim < LT_MAX_DIMS ? ndim : LT_MAX_DIMS, shape, to, sizeof to);
         lt_nn_shape_str(x, from, sizeof from);
         lt_step_fail(s, "reshape: %s has %lld elements, the new shape %s (%d dims, at most %d) "
                      "does not; give a shape with as many", from, (long long)x->numel, to, ndim,
@@ -299,14 +300,20 @@ double lt_item(lt_step *s, const lt_tensor *t) {
     if (!s || s->status != LT_OK || !t) return 0.0;
     const lt_accelerator_desc *a = s->model->accel;
     double v = 0;
+    float f = 0;
+    lt_status st = LT_OK;
     if (t->dtype == LT_F64) {
-        a->copy(KC(s), &v, t->data, sizeof v, LT_COPY_D2H);
+        st = a->copy(KC(s), &v, t->data, sizeof v, LT_COPY_D2H);
     } else if (t->dtype == LT_F32) {
-        float f = 0;
-        a->copy(KC(s), &f, t->data, sizeof f, LT_COPY_D2H);
+        st = a->copy(KC(s), &f, t->data, sizeof f, LT_COPY_D2H);
         v = f;
     } else {
         lt_step_fail(s, "lt_item: tensor dtype %s is not f32 or f64", lt_dtype_name(t->dtype));
     }
+    /* Reading a value waits for the kernels before it anyway, so this is
+     * where their deferred errors (a label out of range in the loss ...) are
+     * collected: the step fails with that message instead of training on NaN. */
+    if (st == LT_OK) st = a->synchronize(KC(s));
+    if (st != LT_OK) lt_step_set_error(s, st, "%s", lt_last_error(KC(s)));
     return v;
 }

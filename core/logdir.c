@@ -6,19 +6,20 @@
 #include <sys/stat.h>
 #include "trainer_internal.h"
 
-static lt_status mkdirs(lt_run *r, const char *path) {
+lt_status lt_mkdirs(lt_run *r, const char *path, const char *key) {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
+    for (char *p = buf + 1;; p++) {
+        bool end = !*p;
+        if (*p != '/' && !end) continue;
         *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return lt_run_fail(r, LT_ERR_IO, "cannot create directory %s: %s; set trainer.default_root_dir to a writable place", buf, strerror(errno));
+        struct stat sb;
+        if (mkdir(buf, 0777) != 0 && (errno != EEXIST || stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+            return lt_run_fail(r, LT_ERR_IO, "cannot create directory %s: %s; set %s to a writable place",
+                               buf, errno == EEXIST ? "a file of that name exists" : strerror(errno), key);
+        if (end) return LT_OK;
         *p = '/';
     }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return lt_run_fail(r, LT_ERR_IO, "cannot create directory %s: %s; set trainer.default_root_dir to a writable place", buf, strerror(errno));
-    return LT_OK;
 }
 
 lt_status lt_logdir_prepare(lt_trainer *t) {
@@ -31,7 +32,7 @@ lt_status lt_logdir_prepare(lt_trainer *t) {
     const char *version = lt_config_value(r->config, "logger", "version");
     char base[1024];
     snprintf(base, sizeof base, "%.800s/%.100s", t->root_dir, name && *name ? name : "lt_logs");
-    LT_CHECK(mkdirs(r, base));
+    LT_CHECK(lt_mkdirs(r, base, "trainer.default_root_dir"));
     if (version && *version) {
         snprintf(t->log_dir, sizeof t->log_dir, "%.900s/version_%.50s", base, version);
     } else {
@@ -41,7 +42,7 @@ lt_status lt_logdir_prepare(lt_trainer *t) {
             if (stat(t->log_dir, &sb) != 0) break;
         }
     }
-    LT_CHECK(mkdirs(r, t->log_dir));
+    LT_CHECK(lt_mkdirs(r, t->log_dir, "trainer.default_root_dir"));
     char path[1200];
     snprintf(path, sizeof path, "%s/config.txt", t->log_dir);
     FILE *f = fopen(path, "w");

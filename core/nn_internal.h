@@ -101,7 +101,8 @@ struct lt_step {
 /* layers.c: shared by the layer files. False (the step failed with a
  * message naming op) when x is NULL or not the model's dtype. */
 bool lt_nn_ok_input(lt_step *s, const lt_tensor *x, const char *op);
-void lt_nn_shape_str(const lt_tensor *x, char *buf, size_t len); /* "[4, 1, 28, 28]" */
+void lt_shape_str(int ndim, const int64_t *shape, char *buf, size_t len); /* "[4, 1, 28, 28]" */
+void lt_nn_shape_str(const lt_tensor *x, char *buf, size_t len);
 
 /* model.c */
 lt_model *lt_model_new(lt_dtype dtype, const void *accel_desc, lt_ctx *kctx,

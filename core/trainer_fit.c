@@ -29,6 +29,11 @@ static int64_t limit_batches(int64_t n, double limit) {
     return k < n ? k : n;
 }
 
+/* Batches one training epoch takes: the loader's, cut by limit_train_batches. */
+static int64_t train_batches(const lt_trainer *t) {
+    return limit_batches(lt_loader_num_batches(t->train_loader), t->limit_train);
+}
+
 /* Starts a step on a batch: inputs copied into the step's device arena. */
 static lt_status begin_step(lt_run *r, const lt_batch_view *b, bool training, uint64_t rand_offset) {
     lt_step *s = &r->step;
@@ -131,8 +136,10 @@ static lt_status call_epoch_hook(lt_run *r, lt_status (*hook)(lt_ctx *, int64_t)
 
 static lt_status train_epoch(lt_trainer *t, int64_t *samples) {
     lt_run *r = &t->run;
-    int64_t nb = limit_batches(lt_loader_num_batches(t->train_loader), t->limit_train);
-    LT_CHECK(lt_loader_start_epoch(t->train_loader, r->epoch));
+    int64_t nb = train_batches(t);
+    if (lt_loader_start_epoch(t->train_loader, r->epoch) != LT_OK)
+        return lt_run_fail(r, LT_ERR_INVALID, "training data, epoch %lld: %s", (long long)r->epoch,
+                           lt_loader_error(t->train_loader));
     lt_metrics_begin(&r->metrics, LT_STAGE_FIT);
     LT_CHECK(call_epoch_hook(r, LT_MOD(r)->on_train_epoch_start, "on_train_epoch_start"));
     lt_batch_view b;
@@ -217,8 +224,24 @@ static lt_status run_fit(lt_trainer *t) {
     LT_CHECK(lt_trainer_setup_worker(t));
     if (t->ckpt_path[0]) LT_CHECK(lt_checkpoint_load(t, t->ckpt_path));
     LT_CHECK(lt_logdir_prepare(t));
-    r->optim.steps_per_epoch = limit_batches(lt_loader_num_batches(t->train_loader), t->limit_train) / r->accumulate;
-    if (r->optim.steps_per_epoch < 1) r->optim.steps_per_epoch = 1;
+    int64_t nb = train_batches(t);
+    if (nb < 1) /* nothing would ever advance global_step: fail instead of looping */
+        return lt_run_fail(r, LT_ERR_INVALID,
+                           "training has no batches: %lld in the data at data.batch_size %lld, "
+                           "trainer.limit_train_batches = %g; lower the batch size or raise the limit",
+                           (long long)lt_loader_num_batches(t->train_loader), (long long)t->batch_size,
+                           t->limit_train);
+    if (r->batch_in_epoch > nb)
+        return lt_run_fail(r, LT_ERR_MISMATCH,
+                           "--ckpt-path %s stopped after batch %lld of its epoch, but this run has %lld "
+                           "batches per epoch; resume with the saved run's data.batch_size and "
+                           "trainer.limit_train_batches", t->ckpt_path, (long long)r->batch_in_epoch,
+                           (long long)nb);
+    /* A checkpoint directory that cannot be made fails now, not after an epoch. */
+    if (t->checkpointing && r->world.global_rank == 0)
+        LT_CHECK(lt_mkdirs(r, t->ckpt_dir, "checkpoint.dirpath (or trainer.default_root_dir)"));
+    /* The last, partial accumulation window of an epoch steps too. */
+    r->optim.steps_per_epoch = (nb + r->accumulate - 1) / r->accumulate;
     r->optim.total_steps = t->max_steps >= 0 ? t->max_steps : r->optim.steps_per_epoch * t->max_epochs;
     if (r->status_slot) r->status_slot->phase = LT_PHASE_TRAIN;
     lt_status st = LT_STRAT(r)->on_train_start(&r->strategy.ctx, r);
@@ -231,7 +254,7 @@ static lt_status run_fit(lt_trainer *t) {
         int64_t samples = 0;
         LT_CHECK(train_epoch(t, &samples));
         double secs = lt_now() - t0;
-        bool stopping = reached_max_steps(t) && r->batch_in_epoch < limit_batches(lt_loader_num_batches(t->train_loader), t->limit_train);
+        bool stopping = reached_max_steps(t) && r->batch_in_epoch < nb;
         if (!stopping && t->check_val_every > 0 && (r->epoch + 1) % t->check_val_every == 0)
             LT_CHECK(lt_trainer_eval_loop(t, LT_STAGE_VALIDATE, t->val_loader, t->limit_val, false));
         lt_progress_end_epoch(t, secs, samples);

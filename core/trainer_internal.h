@@ -49,6 +49,8 @@ lt_status lt_checkpoint_save(lt_trainer *t, const char *path);
 lt_status lt_checkpoint_load(lt_trainer *t, const char *path);
 lt_status lt_checkpoint_peek_seed(const char *path, uint64_t *seed, char *err, size_t errlen);
 /* logdir.c */
+/* mkdir -p; the error names `key`, the setting that chose the path. */
+lt_status lt_mkdirs(lt_run *r, const char *path, const char *key);
 lt_status lt_logdir_prepare(lt_trainer *t);
 lt_status lt_logdir_flush(lt_trainer *t);
 /* progress.c */

@@ -8,8 +8,10 @@
 static bool label_ok(int32_t label, int64_t cols) { return label >= 0 && label < cols; }
 
 static void bad_label(lt_ctx *ctx, const char *kernel, int64_t row, int32_t label, int64_t cols) {
-    cpu_fail(ctx, LT_ERR_INVALID, "cpu %s: label %d in row %lld is outside [0, %lld)", kernel,
-             (int)label, (long long)row, (long long)cols);
+    cpu_fail(ctx, LT_ERR_INVALID,
+             "cpu %s: label %d in row %lld of the batch is outside [0, %lld); the labels must be "
+             "class indices below the number of logits (check the label file or the last layer's width)",
+             kernel, (int)label, (long long)row, (long long)cols);
 }
 
 /* Subtracting the row maximum keeps every exp() in (0, 1]: no overflow, and
