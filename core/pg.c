@@ -113,7 +113,8 @@ lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_
         lt_store_set_timeout(pg->store, 5000);
         lt_pg_options o = {.struct_size = sizeof o, .prefix = pg->prefix, .timeout_ms = pg->timeout_ms,
                            .mem_kind = strcasecmp(r->accel.ctx.name, "cpu") ? LT_MEM_DEVICE : LT_MEM_HOST,
-                           .device = r->world.device, .connect_timeout_ms = rdzv_timeout_ms(r)};
+                           .device = r->world.device, .connect_timeout_ms = rdzv_timeout_ms(r),
+                           .main_address = r->world.main_address};
         st = pg->b->create(&pg->bctx, pg->bstore, pg->rank, pg->size, &o, &pg->g);
         if (st != LT_OK)
             lt_run_fail(r, st, "rank %d: creating process group '%s' with %s: %s", pg->rank, pg->name,

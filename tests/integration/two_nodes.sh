@@ -8,6 +8,9 @@
 # and gloo really go between two hosts; otherwise both run on loopback.
 #   a. seed fixed (--seed 1)
 #   b. no seed: node 0 picks one and node 1 must fetch it from the store
+#   c. (namespaces only) srun-style, one task per node, MASTER_ADDR unset:
+#      the slurm environment takes the main address from SLURM_NODELIST and
+#      gloo on node 1 must bind the address that routes to it, not loopback
 source "$(dirname "$0")/common.sh"
 it_init two_nodes "$@"
 NS0=ltn0_$$ NS1=ltn1_$$ V0=ltv0_$$ V1=ltv1_$$
@@ -90,5 +93,25 @@ check "b: node 1 did not choose one of its own" bash -c "! grep -q 'every rank u
 if [ -n "$SEED" ]; then
     single single-b $SEED
     compare b-n0 single-b
+fi
+if [ ${#IN0[@]} -gt 0 ]; then
+    echo "two_nodes: c. srun-style across the namespaces, no MASTER_ADDR"
+    SL="SLURM_NTASKS=2 SLURM_NNODES=2 SLURM_JOB_NAME=lt SLURM_NODELIST=10.231.0.1,10.231.0.2 SLURM_LOCALID=0 MASTER_PORT=$((PORT + 7))"
+    pids=()
+    for n in 0 1; do
+        IN=("${IN0[@]}"); [ $n = 1 ] && IN=("${IN1[@]}")
+        "${IN[@]}" env -u MASTER_ADDR $SL SLURM_PROCID=$n SLURM_NODEID=$n "$LTRUN" "${BASE[@]}" "${SAME[@]}" \
+            --strategy ddp --num-nodes 2 --devices 1 --batch-size 32 --seed 1 --set launcher.rdzv_timeout_s=30 \
+            --master-port $((PORT + 7)) \
+            --default-root-dir "$IT_TMP/c" >"$IT_TMP/c-n$n.out" 2>"$IT_TMP/c-n$n.err" &
+        pids+=($!)
+    done
+    IT_PIDS+=("${pids[@]}")
+    rc0=0 rc1=0
+    wait "${pids[0]}" || rc0=$?
+    wait "${pids[1]}" || rc1=$?
+    [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || { show_tail "$IT_TMP/c-n0.err"; show_tail "$IT_TMP/c-n1.err"; }
+    check "c: both srun-style tasks exit 0" bash -c "[ $rc0 -eq 0 ] && [ $rc1 -eq 0 ]"
+    compare c single-1
 fi
 it_finish

@@ -201,7 +201,7 @@ OFF(lt_adamw_args, weight_decay, 32);
 OFF(lt_adamw_args, step, 40);
 
 /* lt_pg_options */
-SIZE(lt_pg_options, 56);
+SIZE(lt_pg_options, 64);
 OFF(lt_pg_options, struct_size, 0);
 OFF(lt_pg_options, prefix, 8);
 OFF(lt_pg_options, timeout_ms, 16);
@@ -210,6 +210,7 @@ OFF(lt_pg_options, device, 28);
 OFF(lt_pg_options, iface, 32);
 OFF(lt_pg_options, num_threads, 40);
 OFF(lt_pg_options, connect_timeout_ms, 48);
+OFF(lt_pg_options, main_address, 56); /* 1.1 */
 
 /* lt_world */
 SIZE(lt_world, 292);

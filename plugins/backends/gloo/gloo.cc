@@ -132,9 +132,10 @@ lt_status ltgloo_create(lt_ctx *ctx, lt_store *store, int rank, int world, const
         if (OPT_HAS(opt, iface)) o.iface = opt->iface;
         if (OPT_HAS(opt, num_threads)) o.num_threads = opt->num_threads;
         if (OPT_HAS(opt, connect_timeout_ms)) o.connect_timeout_ms = opt->connect_timeout_ms;
+        if (OPT_HAS(opt, main_address)) o.main_address = opt->main_address;
         if (o.mem_kind != LT_MEM_HOST) {
-            lt_set_error(ctx, "gloo create: the gloo backend works on host memory; use the nccl "
-                              "backend for device buffers");
+            lt_set_error(ctx, "gloo create: the gloo backend works on host memory only; device "
+                              "buffers need a backend for that device (set strategy.process_group_backend)");
             return LT_ERR_UNSUPPORTED;
         }
         if (!o.prefix || !*o.prefix) {

@@ -53,7 +53,7 @@ std::string route_to(const char *host) {
     return out;
 }
 
-gloo::transport::tcp::attr pick_attr(const char *iface, std::string &where) {
+gloo::transport::tcp::attr pick_attr(const char *iface, const char *main_address, std::string &where) {
     gloo::transport::tcp::attr attr;
     std::string name = iface && *iface ? iface : "";
     if (name.empty()) {
@@ -70,7 +70,7 @@ gloo::transport::tcp::attr pick_attr(const char *iface, std::string &where) {
         }
         return attr;
     }
-    const char *master = getenv("MASTER_ADDR");
+    const char *master = main_address && *main_address ? main_address : getenv("MASTER_ADDR");
     std::string addr = master && *master ? route_to(master) : "127.0.0.1";
     if (addr.empty()) {
         char host[256] = "";
@@ -84,10 +84,11 @@ gloo::transport::tcp::attr pick_attr(const char *iface, std::string &where) {
 
 } // namespace
 
-std::shared_ptr<gloo::transport::Device> shared_device(const char *iface, std::string &where) {
+std::shared_ptr<gloo::transport::Device> shared_device(const char *iface, const char *main_address,
+                                                       std::string &where) {
     static std::mutex mu;
     static std::map<std::string, std::weak_ptr<gloo::transport::Device>> cache;
-    gloo::transport::tcp::attr attr = pick_attr(iface, where);
+    gloo::transport::tcp::attr attr = pick_attr(iface, main_address, where);
     std::string key = attr.hostname + "|" + attr.iface;
     std::lock_guard<std::mutex> lock(mu);
     if (auto dev = cache[key].lock()) return dev;

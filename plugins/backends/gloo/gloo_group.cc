@@ -255,7 +255,7 @@ lt_status group_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
     double t0 = lt_now();
     std::string where;
     try {
-        g->device = shared_device(iface, where);
+        g->device = shared_device(iface, opt->main_address, where);
     } catch (const std::exception &e) {
         err = "group '" + g->name + "': cannot open a gloo TCP device on " + where + ": " +
               strip_location(e.what()) +

@@ -132,6 +132,10 @@ std::vector<std::vector<std::string>> peer_addresses(gloo::Context &ctx);
  * name / address to bind), $GLOO_SOCKET_IFNAME, or automatically the local
  * address that routes to $MASTER_ADDR (127.0.0.1 when that is local or
  * unset). Devices are shared by the groups of a process. */
-std::shared_ptr<gloo::transport::Device> shared_device(const char *iface, std::string &where);
+/* The TCP device for an interface or address (iface), else the local address
+ * that routes to the job's main address (main_address, else MASTER_ADDR),
+ * else loopback. */
+std::shared_ptr<gloo::transport::Device> shared_device(const char *iface, const char *main_address,
+                                                       std::string &where);
 
 } // namespace ltgloo

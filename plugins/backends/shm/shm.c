@@ -706,8 +706,8 @@ lt_status ltshm_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
         return LT_ERR_INVALID;
     }
     if (OPT_HAS(opt, mem_kind) && opt->mem_kind != LT_MEM_HOST) {
-        lt_set_error(ctx, "shm create: the shm backend works on host memory; use the nccl backend for "
-                          "device buffers");
+        lt_set_error(ctx, "shm create: the shm backend works on host memory only; device buffers "
+                          "need a backend for that device (set strategy.process_group_backend)");
         return LT_ERR_UNSUPPORTED;
     }
     if (!opt->prefix || !*opt->prefix) {

@@ -25,6 +25,7 @@ typedef struct ddp {
     lt_flat flat;
     bucket_plan plan;
     comm_hook hook;
+    double first_mb, cap_mb; /* bucket sizes, checked at setup */
     bool overlap;
     bool sync;      /* this backward communicates */
     lt_status failed;
@@ -59,6 +60,16 @@ static lt_status ddp_setup_environment(lt_ctx *ctx, lt_run *run) {
         return LT_ERR_INVALID;
     }
     d->overlap = lt_param_bool(ctx, "overlap", true);
+    d->first_mb = lt_param_float(ctx, "first_bucket_mb", 1);
+    d->cap_mb = lt_param_float(ctx, "bucket_cap_mb", 25);
+    /* 0 would mean one allreduce per gradient element; NaN or huge values an undefined cast */
+    if (!(d->cap_mb >= 1e-3 && d->cap_mb <= 1e6) || !(d->first_mb >= 0 && d->first_mb <= 1e6)) {
+        lt_set_error(ctx, "strategy.bucket_cap_mb = %g, strategy.first_bucket_mb = %g: need "
+                     "bucket_cap_mb in [0.001, 1e6] MiB and first_bucket_mb in [0, 1e6] MiB "
+                     "(0: as large as the others)", d->cap_mb, d->first_mb);
+        free(d);
+        return LT_ERR_INVALID;
+    }
     lt_ctx_set_state(ctx, d);
     return LT_OK;
 }
@@ -91,8 +102,7 @@ static lt_status ddp_configure_ddp(lt_ctx *ctx, lt_run *run) {
     lt_status st = lt_pg_broadcast_sync(d->pg, d->flat.params, d->flat.count, d->flat.param_dtype, 0);
     if (st != LT_OK) return pg_failed(ctx, d, st);
     size_t es = lt_dtype_size(d->flat.grad_dtype);
-    st = buckets_build(&d->plan, d->flat.count, es, lt_param_float(ctx, "first_bucket_mb", 1),
-                       lt_param_float(ctx, "bucket_cap_mb", 25));
+    st = buckets_build(&d->plan, d->flat.count, es, d->first_mb, d->cap_mb);
     if (st != LT_OK) return st;
     for (int i = 0; d->hook != HOOK_ALLREDUCE && i < d->plan.n; i++) {
         st = lt_run_alloc(run, d->plan.b[i].count * 2, &d->plan.b[i].wire);

@@ -37,6 +37,10 @@ typedef struct lt_pg_options {
     const char *iface;       /* network interface or host address to bind; NULL = auto */
     int32_t num_threads;     /* worker threads (contexts) for async work; 0 = backend default */
     int64_t connect_timeout_ms; /* create: how long to wait for every rank to join; 0 = timeout_ms */
+    /* ABI 1.1: the job's main (rank 0) address as the environment plugin
+     * resolved it (MASTER_ADDR, or SLURM's first node ...); a backend with no
+     * iface set binds the local address that routes to it. NULL: unknown. */
+    const char *main_address;
 } lt_pg_options;
 
 typedef struct lt_backend_group lt_backend_group; /* the plugin's group */
