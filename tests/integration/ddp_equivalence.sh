@@ -4,7 +4,9 @@
 # accumulation ddp 2 x 16 x 2 vs single_device 64 (10 steps). Same seed,
 # shuffled data, SGD lr 0.05 momentum 0.9; the parameters of the last
 # checkpoints must agree to a relative difference of 1e-5. The same holds for
-# the CNN example (case 4) and over the shm backend (case 3).
+# the CNN example (case 4) and over the shm backend (case 3), with many small
+# buckets (case 5), with overlap off (case 6), and, to a looser tolerance,
+# with gradients compressed to fp16 or bf16 on the wire (case 7).
 #
 # In float32 the two runs add the same gradients in a different order, so
 # single weights near zero drift apart by rounding: the elementwise measure
@@ -75,6 +77,58 @@ compare cnnddp cnnsingle
 train cnnddpf64 "${CNN[@]}" --strategy ddp --devices 2 --batch-size 32 --max-steps 10 --precision 64-true
 train cnnsinglef64 "${CNN[@]}" --strategy single_device --devices 1 --batch-size 64 --max-steps 10 --precision 64-true
 cmp_with cnnddpf64 cnnsinglef64 $TOL64 both
+
+echo "ddp_equivalence: case 5: many buckets: ddp 2 x 32 with bucket_cap_mb 0.02, first_bucket_mb 0.005 vs single_device 64, 20 steps"
+# 55050 parameters: 1310 + 11 x 5242 elements = 12 buckets in float32, 22 in float64
+# (655 + 21 x 2621); each must be reduced exactly once, wherever it cuts a tensor.
+# With 2 ranks every element is (a + b) / 2 whatever the buckets, so the result
+# must equal case 1's ddp32 bit for bit, as well as single64 within TOL.
+SMALL=(--set strategy.bucket_cap_mb=0.02 --set strategy.first_bucket_mb=0.005 --log-level debug)
+train buckets "${SMALL[@]}" --strategy ddp --devices 2 --batch-size 32 --max-steps 20
+check "buckets: 12 buckets, overlap on" grep -q "55050 gradients in 12 buckets, hook allreduce, overlap on" \
+    "$IT_TMP/buckets.out" "$IT_TMP/buckets.err"
+compare buckets single64
+cmp_with buckets ddp32 0 max
+train bucketsf64 "${SMALL[@]}" --strategy ddp --devices 2 --batch-size 32 --max-steps 20 --precision 64-true
+check "bucketsf64: 22 buckets" grep -q "55050 gradients in 22 buckets" "$IT_TMP/bucketsf64.out" "$IT_TMP/bucketsf64.err"
+cmp_with bucketsf64 single64f64 $TOL64 both
+
+echo "ddp_equivalence: case 6: overlap off (all 12 buckets reduced after backward) vs single_device 64, 20 steps"
+train nooverlap "${SMALL[@]}" --set strategy.overlap=false --strategy ddp --devices 2 --batch-size 32 --max-steps 20
+check "nooverlap: 12 buckets, overlap off" grep -q "in 12 buckets, hook allreduce, overlap off" \
+    "$IT_TMP/nooverlap.out" "$IT_TMP/nooverlap.err"
+compare nooverlap single64
+cmp_with nooverlap ddp32 0 max
+
+echo "ddp_equivalence: case 7: compression hooks (fp16, bf16 on the wire) vs single_device 64, 20 steps"
+# Gradients rounded to 16 bits each step: measured norm ratios to single64 are
+# 2.1e-4 (fp16) and 7.8e-3 (bf16); elementwise differences mean nothing here
+# (up to 1.5 relative in weights near zero). The tolerances are ~10x and ~6x
+# above. A gradient off by a factor 2 or 1/2 (a sum for an average, a double
+# division) gives 0.42 and 0.18, the same as single64 at lr 0.1 or 0.025
+# (SGD with momentum is linear in the gradient); the last check shows the bf16
+# tolerance, the looser one, rejects both.
+TOL_FP16=2e-3
+TOL_BF16=5e-2
+train hookfp16 --set strategy.comm_hook=fp16 --log-level debug --strategy ddp --devices 2 --batch-size 32 --max-steps 20
+check "hookfp16: hook fp16" grep -q "hook fp16" "$IT_TMP/hookfp16.out" "$IT_TMP/hookfp16.err"
+cmp_with hookfp16 single64 $TOL_FP16 norm
+"$CKPT_COMPARE" "$IT_TMP/hookfp16/checkpoints/last.safetensors" "$IT_TMP/ddp32/checkpoints/last.safetensors" 0 \
+    --metric max >/dev/null 2>&1
+check "hookfp16 differs from ddp32 (the hook did round the gradients)" [ $? -eq 1 ]
+# bf16 over the 12 small buckets: each bucket's wire buffer at its own offset
+train hookbf16 --set strategy.comm_hook=bf16 "${SMALL[@]}" --strategy ddp --devices 2 --batch-size 32 --max-steps 20
+check "hookbf16: 12 buckets, hook bf16" grep -q "in 12 buckets, hook bf16" "$IT_TMP/hookbf16.out" "$IT_TMP/hookbf16.err"
+cmp_with hookbf16 single64 $TOL_BF16 norm
+for lr in 0.1 0.025; do
+    train "hookbf16lr$lr" --set strategy.comm_hook=bf16 "${SMALL[@]}" --strategy ddp --devices 2 --batch-size 32 \
+        --max-steps 20 --set optimizer.lr=$lr
+    "$CKPT_COMPARE" "$IT_TMP/hookbf16lr$lr/checkpoints/last.safetensors" "$IT_TMP/single64/checkpoints/last.safetensors" \
+        $TOL_BF16 --metric norm >"$IT_TMP/cmp-hookbf16lr$lr.txt" 2>&1
+    rc=$?
+    sed -n '/^max relative/p' "$IT_TMP/cmp-hookbf16lr$lr.txt" | sed 's/^/    /'
+    check "ckpt_compare fails for bf16 at lr $lr (a gradient x$(awk -v l=$lr 'BEGIN { print l / 0.05 }')) vs single64 within $TOL_BF16" [ $rc -eq 1 ]
+done
 
 echo "ddp_equivalence: torchrun's flag names, the effective batch line and lr_scaling"
 train aliases --strategy ddp --nproc-per-node 2 --nnodes 1 --batch-size 32 --max-steps 2 \

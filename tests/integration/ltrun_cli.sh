@@ -1,0 +1,112 @@
+#!/bin/bash
+# ltrun's own options, through the real binary: --version, --help,
+# --list-plugins, --help-plugin, --print-config (values and their origins:
+# the INI file with its line, an LT_* environment variable, a --set flag),
+# --check (a valid config, a misspelt key with a suggestion, a bad value) and
+# a config file that does not exist. Nothing is trained; it takes ~1 s.
+source "$(dirname "$0")/common.sh"
+it_init ltrun_cli "$@"
+INI=$SRC/examples/fashion_mnist/train.ini
+
+cli() { # cli LABEL args...  -> RC; output in $IT_TMP/LABEL.out and .err (no tail: failing is often the point)
+    local label=$1; shift
+    "$LTRUN" "$@" >"$IT_TMP/$label.out" 2>"$IT_TMP/$label.err"
+    RC=$?
+}
+# grep -E over LABEL's stdout and stderr together
+says() { cat "$IT_TMP/$1.out" "$IT_TMP/$1.err" | grep -qE -- "$2"; }
+one_line() { [ "$(cat "$IT_TMP/$1.out" "$IT_TMP/$1.err" | grep -c .)" -eq 1 ]; }
+
+echo "ltrun_cli: --version"
+cli version --version
+check "--version exits 0" [ "$RC" -eq 0 ]
+check "--version prints 'ltrun X.Y.Z'" says version '^ltrun [0-9]+\.[0-9]+\.[0-9]+'
+check "--version prints the plugin ABI 1.1" says version 'plugin ABI 1\.1\b'
+show_tail "$IT_TMP/version.out" 2
+
+echo "ltrun_cli: --help"
+cli help --help
+check "--help exits 0" [ "$RC" -eq 0 ]
+for opt in --strategy --devices --config --plugin-dir --set --check --print-config --list-plugins --help-plugin; do
+    check "--help mentions $opt" says help "^ +$opt\b"
+done
+
+echo "ltrun_cli: an unknown option"
+cli bogus --bogus-option
+check "--bogus-option exits non-zero" [ "$RC" -ne 0 ]
+check "--bogus-option is named in the message" says bogus "unknown option '--bogus-option'"
+
+echo "ltrun_cli: --list-plugins"
+cli list --list-plugins --plugin-dir "$PLUGINS"
+check "--list-plugins exits 0" [ "$RC" -eq 0 ]
+check "--list-plugins prints its header" says list '^KIND +NAME +VERSION +BASE +PATH'
+listed() { # listed KIND NAME [BASE]: a row "KIND NAME VERSION BASE PATH" whose path is in $PLUGINS
+    grep -qE "^$1 +$2 +[0-9]+\.[0-9]+\.[0-9]+ +${3:-[^ ]+} +$PLUGINS/liblt-$1-$2\.so\$" "$IT_TMP/list.out"
+}
+for kp in accelerator:cpu strategy:single_device strategy:ddp precision:32-true precision:64-true \
+          environment:lightning backend:gloo module:fashion_mnist_mlp module:fashion_mnist_cnn; do
+    check "--list-plugins lists ${kp%%:*} ${kp#*:}" listed "${kp%%:*}" "${kp#*:}"
+done
+check "--list-plugins lists strategy ddp_spawn with base ddp" listed strategy ddp_spawn ddp
+check "--list-plugins lists ddp with no base" listed strategy ddp -
+check "--list-plugins does not list the test plugins (mismatch_probe)" bash -c "! grep -q mismatch_probe '$IT_TMP/list.out'"
+
+echo "ltrun_cli: --help-plugin"
+cli helpddp --help-plugin ddp --plugin-dir "$PLUGINS"
+check "--help-plugin ddp exits 0" [ "$RC" -eq 0 ]
+check "--help-plugin ddp names the plugin" says helpddp "^strategy 'ddp' [0-9.]+ \($PLUGINS/liblt-strategy-ddp\.so\)"
+check "--help-plugin ddp: bucket_cap_mb, float, default 25" says helpddp '^ +bucket_cap_mb +float +default 25\b'
+check "--help-plugin ddp: first_bucket_mb" says helpddp '^ +first_bucket_mb +float +default 1\b'
+check "--help-plugin ddp: comm_hook, allreduce | fp16 | bf16" says helpddp '^ +comm_hook +string +default allreduce +allreduce \| fp16 \| bf16'
+check "--help-plugin ddp: overlap, bool, default true" says helpddp '^ +overlap +bool +default true\b'
+cli helpmlp --help-plugin fashion_mnist_mlp --plugin-dir "$PLUGINS"
+check "--help-plugin fashion_mnist_mlp: hidden, int, default 512" says helpmlp '^ +hidden +int +default 512\b'
+cli helpnone --help-plugin no_such_plugin --plugin-dir "$PLUGINS"
+check "--help-plugin no_such_plugin exits non-zero" [ "$RC" -ne 0 ]
+check "--help-plugin no_such_plugin names it" says helpnone "no plugin named 'no_such_plugin'"
+
+echo "ltrun_cli: --print-config and origins"
+LT_TRAINER__MAX_EPOCHS=7 cli pc --config "$INI" --plugin-dir "$PLUGINS" --set optimizer.lr=0.2 --seed 3 --print-config
+check "--print-config exits 0" [ "$RC" -eq 0 ]
+MOM_LINE=$(grep -n '^momentum *=' "$INI" | cut -d: -f1)
+HID_LINE=$(grep -n '^hidden *=' "$INI" | cut -d: -f1)
+check "momentum 0.9 from the file, line $MOM_LINE" says pc "^optimizer\.momentum = 0\.9  \($INI:$MOM_LINE\)\$"
+check "hidden 512 from the file, line $HID_LINE" says pc "^model\.hidden = 512  \($INI:$HID_LINE\)\$"
+check "max_epochs 7 from env LT_TRAINER__MAX_EPOCHS (the file says 3)" says pc '^trainer\.max_epochs = 7  \(env LT_TRAINER__MAX_EPOCHS\)$'
+check "lr 0.2 from --set (the file says 0.05)" says pc '^optimizer\.lr = 0\.2  \(--set\)$'
+check "seed 3 from --seed (the file says 42)" says pc '^trainer\.seed = 3  \(--seed\)$'
+check "an unset key shows its default (trainer.max_steps = -1)" says pc '^trainer\.max_steps = -1  \(default\)$'
+# the flag beats the environment, which beats the file
+LT_OPTIMIZER__LR=0.3 cli pc2 --config "$INI" --plugin-dir "$PLUGINS" --set optimizer.lr=0.2 --print-config
+check "--set beats LT_OPTIMIZER__LR" says pc2 '^optimizer\.lr = 0\.2  \(--set\)$'
+LT_OPTIMIZER__LR=0.3 cli pc3 --config "$INI" --plugin-dir "$PLUGINS" --print-config
+check "LT_OPTIMIZER__LR beats the file" says pc3 '^optimizer\.lr = 0\.3  \(env LT_OPTIMIZER__LR\)$'
+
+echo "ltrun_cli: --check"
+cli check --config "$INI" --plugin-dir "$PLUGINS" --check
+check "--check of the example exits 0" [ "$RC" -eq 0 ]
+check "--check says the configuration is valid" says check '^ltrun: configuration valid'
+check "--check names the plugins it loaded" says check 'strategy single_device, precision 32-true.*model fashion_mnist_mlp'
+cli checkddp --config "$INI" --plugin-dir "$PLUGINS" --check --strategy ddp --devices 2
+check "--check with ddp x 2 exits 0" [ "$RC" -eq 0 ]
+check "--check with ddp loads strategy ddp and backend gloo" says checkddp 'strategy ddp,.*backend gloo'
+cli typo --config "$INI" --plugin-dir "$PLUGINS" --check --set trainer.max_epochz=3
+check "--check with trainer.max_epochz exits non-zero" [ "$RC" -ne 0 ]
+check "the message names max_epochz and suggests max_epochs" says typo "unknown key 'max_epochz'.*did you mean 'max_epochs'"
+show_tail "$IT_TMP/typo.err" 1
+cli baddev --config "$INI" --plugin-dir "$PLUGINS" --check --set trainer.devices=foo
+check "--check with trainer.devices=foo exits non-zero" [ "$RC" -ne 0 ]
+check "the message is one line" one_line baddev
+check "the message names trainer.devices and the value" says baddev '^ltrun: error: trainer\.devices.*foo'
+show_tail "$IT_TMP/baddev.err" 1
+
+echo "ltrun_cli: a config file that does not exist"
+cli nofile --config /nonexistent.ini --plugin-dir "$PLUGINS" --check
+check "--config /nonexistent.ini --check exits non-zero" [ "$RC" -ne 0 ]
+check "the message names /nonexistent.ini" says nofile "/nonexistent\.ini"
+cli nofile2 --config /nonexistent.ini --plugin-dir "$PLUGINS" --max-steps 1 --default-root-dir "$IT_TMP/nofile2"
+check "--config /nonexistent.ini (training) exits non-zero" [ "$RC" -ne 0 ]
+check "the message names /nonexistent.ini" says nofile2 "cannot open config file '/nonexistent\.ini'"
+check "nothing was trained" [ ! -e "$IT_TMP/nofile2" ]
+show_tail "$IT_TMP/nofile2.err" 1
+it_finish
