@@ -196,25 +196,31 @@ lt_status lt_trainer_eval_loop(lt_trainer *t, int stage, lt_loader *l, double li
     return LT_OK;
 }
 
-/* Checkpoints after validation so the monitored metric is this epoch's. */
+/* Checkpoints after validation so the monitored metric is this epoch's. The
+ * best score is updated first, so last.safetensors carries it too (a run
+ * resumed from last must not let a worse epoch replace best). */
 static lt_status epoch_checkpoints(lt_trainer *t) {
     lt_run *r = &t->run;
     if (!t->checkpointing || r->world.global_rank != 0) return LT_OK;
+    bool better = false;
+    if (t->monitor[0] && t->save_top_k != 0) {
+        const lt_metric *m = lt_metrics_find(&r->metrics, t->monitor);
+        if (!m || !m->has_epoch)
+            return lt_run_fail(r, LT_ERR_NOT_FOUND, "checkpoint.monitor = '%s' was never logged as an epoch metric; log it with LT_LOG_ON_EPOCH or fix the name",
+                               t->monitor);
+        double v = m->epoch_value;
+        better = !t->has_best || (t->monitor_max ? v > t->best_score : v < t->best_score);
+        if (better) {
+            t->best_score = v;
+            t->has_best = true;
+        }
+    }
     char path[1200];
     if (t->save_last) {
         snprintf(path, sizeof path, "%s/last.safetensors", t->ckpt_dir);
         LT_CHECK(lt_checkpoint_save(t, path));
     }
-    if (!t->monitor[0] || t->save_top_k == 0) return LT_OK;
-    const lt_metric *m = lt_metrics_find(&r->metrics, t->monitor);
-    if (!m || !m->has_epoch)
-        return lt_run_fail(r, LT_ERR_NOT_FOUND, "checkpoint.monitor = '%s' was never logged as an epoch metric; log it with LT_LOG_ON_EPOCH or fix the name",
-                           t->monitor);
-    double v = m->epoch_value;
-    bool better = !t->has_best || (t->monitor_max ? v > t->best_score : v < t->best_score);
     if (!better) return LT_OK;
-    t->best_score = v;
-    t->has_best = true;
     snprintf(path, sizeof path, "%s/best.safetensors", t->ckpt_dir);
     return lt_checkpoint_save(t, path);
 }

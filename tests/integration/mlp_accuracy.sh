@@ -51,4 +51,7 @@ BEST_SCORE=$(head -c 4096 "$ROOT/checkpoints/best.safetensors" 2>/dev/null | gre
 echo "  best.safetensors: lt.best_score ${BEST_SCORE:-?}; highest val_acc in metrics.csv ${MAX_VAL:-?}"
 check "best.safetensors holds the highest val_acc" \
     awk -v a="${BEST_SCORE:-0}" -v b="${MAX_VAL:--1}" 'BEGIN { d = a - b; exit !(d < 1e-4 && d > -1e-4) }'
+# last.safetensors carries the same best score (a resume from it must know the best so far)
+LAST_BEST=$(head -c 4096 "$ROOT/checkpoints/last.safetensors" 2>/dev/null | grep -ao '"lt.best_score":"[^"]*"' | cut -d'"' -f4)
+check "last.safetensors carries the best score so far (${LAST_BEST:-?})" [ "${LAST_BEST:-x}" = "${BEST_SCORE:-y}" ]
 it_finish
