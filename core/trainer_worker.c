@@ -1,6 +1,7 @@
 /* Worker setup, in DESIGN.md's order: environment → accelerator → strategy
  * setup_environment → init_dist_connection → module init into flat buffers →
  * precision setup → configure_ddp → optimizer → data. */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -78,27 +79,42 @@ lt_status lt_run_read_world(lt_run *r) {
     return LT_OK;
 }
 
+static bool parse_seed(const char *v, uint64_t *out) {
+    char *end;
+    errno = 0;
+    *out = strtoull(v, &end, 0);
+    return *v && *v != '-' && !*end && !errno;
+}
+
 /* seed_everything: one seed for the job, exported as LT_GLOBAL_SEED so every
- * worker a launcher starts uses the same one. */
-static uint64_t choose_seed(lt_trainer *t) {
+ * worker a launcher starts uses the same one. A resumed run takes the
+ * checkpoint's, so it shuffles and drops out as the original did. */
+static lt_status choose_seed(lt_trainer *t, uint64_t *out) {
     lt_run *r = &t->run;
     const char *s = cfg(r, "trainer", "seed");
-    char err[1024];
-    uint64_t ck;
-    if (t->ckpt_path[0] && lt_checkpoint_peek_seed(t->ckpt_path, &ck, err, sizeof err) == LT_OK) {
-        if (*s && strtoull(s, NULL, 0) != ck)
+    uint64_t seed = 0;
+    bool have = *s != 0;
+    if (have && !parse_seed(s, &seed))
+        return lt_run_fail(r, LT_ERR_INVALID, "trainer.seed = '%s' (%s): use an integer >= 0, or leave it empty for a random seed",
+                           s, lt_config_origin(r->config, "trainer", "seed"));
+    if (t->ckpt_path[0]) {
+        char err[1024];
+        uint64_t ck;
+        lt_status st = lt_checkpoint_peek_seed(t->ckpt_path, &ck, err, sizeof err);
+        if (st != LT_OK) return lt_run_fail(r, st, "--ckpt-path: %s", err);
+        if (have && seed != ck)
             lt_log(NULL, LT_LOG_WARN, "trainer.seed = %s but %s was trained with seed %llu: resuming with the checkpoint's",
                    s, t->ckpt_path, (unsigned long long)ck);
-        s = "";
-        char buf[32];
-        snprintf(buf, sizeof buf, "%llu", (unsigned long long)ck);
-        setenv("LT_GLOBAL_SEED", buf, 1);
+        seed = ck;
+        have = true;
     }
     const char *env = getenv("LT_GLOBAL_SEED");
-    uint64_t seed;
-    if (*s) seed = strtoull(s, NULL, 0);
-    else if (env && *env) seed = strtoull(env, NULL, 0);
-    else {
+    if (!have && env && *env) {
+        if (!parse_seed(env, &seed))
+            return lt_run_fail(r, LT_ERR_INVALID, "LT_GLOBAL_SEED = '%s' is not an integer >= 0; unset it or fix it", env);
+        have = true;
+    }
+    if (!have) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         seed = ((uint64_t)ts.tv_nsec ^ (uint64_t)getpid() * 2654435761u) % 4294967296u;
@@ -107,7 +123,8 @@ static uint64_t choose_seed(lt_trainer *t) {
     char buf[32];
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)seed);
     setenv("LT_GLOBAL_SEED", buf, 1);
-    return seed;
+    *out = seed;
+    return LT_OK;
 }
 
 static void grad_ready_cb(void *user, size_t offset, size_t count);
@@ -341,7 +358,7 @@ lt_status lt_trainer_setup_worker(lt_trainer *t) {
     r->status_slot = lt_status_slot_attach();
     if (r->status_slot) r->status_slot->phase = LT_PHASE_SETUP;
     if (r->launch != LT_LAUNCH_NONE) lt_log_set_rank(r->world.global_rank);
-    r->seed = choose_seed(t);
+    LT_CHECK(choose_seed(t, &r->seed));
     lt_status st = LT_ACC(r)->setup(&r->accel.ctx, r->world.device);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "setup", st);
     r->accel_ready = true;

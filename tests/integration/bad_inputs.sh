@@ -1,0 +1,53 @@
+#!/bin/bash
+# Bad inputs that used to train on silently, loop forever or fail late: each
+# run must exit non-zero, promptly, with a one-line error naming the problem.
+#   a. labels outside the classes (a label file of 200s)
+#   b. a training set with no batches (limit_train_batches = 0, max_epochs -1)
+#   c. checkpoint.dirpath below a regular file: refused before any training
+#   d. a checkpoint whose lt.seed or lt.epoch metadata was tampered with
+#   e. ddp bucket_cap_mb = 0
+source "$(dirname "$0")/common.sh"
+it_init bad_inputs "$@"
+fails_with() { # fails_with LABEL NEEDLE args...: ltrun exits non-zero, stderr has NEEDLE
+    local label=$1 needle=$2; shift 2
+    run_ltrun "$label" "$@" --default-root-dir "$IT_TMP/$label"
+    check "$label: exits non-zero" [ "$RC" -ne 0 ]
+    check "$label: says '$needle'" contains "$IT_TMP/$label.err" "$needle"
+    grep -h "error:" "$IT_TMP/$label.err" | head -1 | sed 's/^/    /'
+}
+
+# a. 100 blank images, every label 200
+D=$IT_TMP/data
+mkdir -p "$D"
+{ printf '\x00\x00\x08\x03\x00\x00\x00\x64\x00\x00\x00\x1c\x00\x00\x00\x1c'; head -c 78400 /dev/zero; } | gzip >"$D/train-images-idx3-ubyte.gz"
+{ printf '\x00\x00\x08\x01\x00\x00\x00\x64'; head -c 100 /dev/zero | tr '\0' '\310'; } | gzip >"$D/train-labels-idx1-ubyte.gz"
+cp "$D/train-images-idx3-ubyte.gz" "$D/t10k-images-idx3-ubyte.gz"
+cp "$D/train-labels-idx1-ubyte.gz" "$D/t10k-labels-idx1-ubyte.gz"
+fails_with labels "label 200 in row 0" "${BASE[@]}" --set data.dir="$D" --set data.val_split=10 \
+    --batch-size 10 --max-steps 5 --set trainer.num_sanity_val_steps=0
+
+# b. no batches: used to run validation epoch after epoch without end
+T0=$(now_ms)
+fails_with nobatches "training has no batches" "${BASE[@]}" --set trainer.limit_train_batches=0 \
+    --max-epochs -1 --max-steps 5
+check "nobatches: fails within 20 s ($(( $(now_ms) - T0 )) ms)" [ $(( $(now_ms) - T0 )) -lt 20000 ]
+
+# c. a file where the checkpoint directory should go
+touch "$IT_TMP/afile"
+fails_with ckptdir "checkpoint.dirpath" "${BASE[@]}" --set checkpoint.dirpath="$IT_TMP/afile/ckpt" --max-steps 5
+check "ckptdir: refused before training" bash -c "! grep -q 'epoch 0 done' '$IT_TMP/ckptdir.out'"
+
+# d. tampered checkpoint metadata (same length, so the header stays valid)
+run_ltrun good "${BASE[@]}" --seed 42 --max-steps 3 --default-root-dir "$IT_TMP/good"
+GOOD=$IT_TMP/good/checkpoints/last.safetensors
+check "good: a checkpoint to tamper with" [ -s "$GOOD" ]
+LC_ALL=C sed 's/"lt.seed":"42"/"lt.seed":"4x"/' "$GOOD" >"$IT_TMP/seed.safetensors"
+LC_ALL=C sed 's/"lt.epoch":"\([0-9]\)"/"lt.epoch":"-"/' "$GOOD" >"$IT_TMP/epoch.safetensors"
+check "the tampered copies differ from the original" bash -c "! cmp -s '$GOOD' '$IT_TMP/seed.safetensors' && ! cmp -s '$GOOD' '$IT_TMP/epoch.safetensors'"
+fails_with badseed "lt.seed" "${BASE[@]}" --max-steps 6 --ckpt-path "$IT_TMP/seed.safetensors"
+fails_with badepoch "lt.epoch" "${BASE[@]}" --max-steps 6 --ckpt-path "$IT_TMP/epoch.safetensors"
+
+# e. zero-sized ddp buckets (one allreduce per gradient element)
+fails_with buckets "strategy.bucket_cap_mb" "${BASE[@]}" --strategy ddp --devices 2 --max-steps 2 \
+    --set strategy.bucket_cap_mb=0
+it_finish
