@@ -62,7 +62,14 @@ lt_param *lt_param_new(lt_model *m, const char *name, int ndim, const int64_t *s
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] <= 0) { model_fail(m, "parameter '%s' has a dimension <= 0", name); return NULL; }
-        numel *= shape[i];
+        if (__builtin_mul_overflow(numel, shape[i], &numel) || numel > (INT64_MAX >> 4)) {
+            model_fail(m, "parameter '%s' has more elements than can be addressed; check the layer sizes", name);
+            return NULL;
+        }
+    }
+    if ((size_t)numel > (SIZE_MAX >> 4) - m->total) {
+        model_fail(m, "parameter '%s' makes the model too large to address; check the layer sizes", name);
+        return NULL;
     }
     if (m->nparams == m->cap) {
         int cap = m->cap ? 2 * m->cap : 16;

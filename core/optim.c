@@ -30,7 +30,20 @@ lt_status lt_optim_validate(const lt_optim_config *c, char *err, size_t errlen) 
         return LT_ERR_INVALID;
     }
     if (c->warmup_steps < 0) { snprintf(err, errlen, "scheduler.warmup_steps must be >= 0"); return LT_ERR_INVALID; }
+    if (!strcasecmp(c->scheduler, "step") && !(c->gamma > 0)) {
+        snprintf(err, errlen, "scheduler.gamma = %g must be > 0 (the factor the lr is multiplied by every step_size)", c->gamma);
+        return LT_ERR_INVALID;
+    }
+    if (!strcasecmp(c->scheduler, "cosine") && !(c->min_lr >= 0 && c->min_lr <= c->lr)) {
+        snprintf(err, errlen, "scheduler.min_lr = %g must be in [0, optimizer.lr = %g]", c->min_lr, c->lr);
+        return LT_ERR_INVALID;
+    }
     return LT_OK;
+}
+
+lt_sched_kind lt_optim_sched_kind(const char *name) {
+    return !strcasecmp(name, "step") ? LT_SCHED_STEP
+         : !strcasecmp(name, "cosine") ? LT_SCHED_COSINE : LT_SCHED_NONE;
 }
 
 lt_status lt_optim_init(lt_optimizer *o, const lt_optim_config *c, size_t count, lt_dtype t,
@@ -38,6 +51,7 @@ lt_status lt_optim_init(lt_optimizer *o, const lt_optim_config *c, size_t count,
     memset(o, 0, sizeof *o);
     o->cfg = *c;
     o->kind = strcasecmp(c->name, "adamw") ? LT_OPT_SGD : LT_OPT_ADAMW;
+    o->sched = lt_optim_sched_kind(c->scheduler);
     o->count = count;
     o->dtype = t;
     o->nstate = o->kind == LT_OPT_ADAMW ? 2 : (c->momentum > 0 ? 1 : 0);
@@ -64,9 +78,9 @@ double lt_optim_lr_at(const lt_optimizer *o, int64_t step, int64_t epoch) {
     const lt_optim_config *c = &o->cfg;
     double lr = c->lr;
     int64_t t = c->interval_steps ? step : epoch;
-    if (!strcasecmp(c->scheduler, "step")) {
+    if (o->sched == LT_SCHED_STEP) {
         lr *= pow(c->gamma, (double)(t / c->step_size));
-    } else if (!strcasecmp(c->scheduler, "cosine")) {
+    } else if (o->sched == LT_SCHED_COSINE) {
         int64_t total = c->interval_steps ? o->total_steps
                                           : (o->steps_per_epoch ? o->total_steps / o->steps_per_epoch : 0);
         if (total > 0) {

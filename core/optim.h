@@ -7,9 +7,11 @@
 #include "lt/module.h"
 
 typedef enum lt_optim_kind { LT_OPT_SGD = 1, LT_OPT_ADAMW = 2 } lt_optim_kind;
+typedef enum lt_sched_kind { LT_SCHED_NONE = 0, LT_SCHED_STEP = 1, LT_SCHED_COSINE = 2 } lt_sched_kind;
 
 typedef struct lt_optimizer {
     lt_optim_kind kind;
+    lt_sched_kind sched;   /* cfg.scheduler, parsed once (lr_at runs every step) */
     lt_optim_config cfg;
     void *state[2];        /* sgd: momentum; adamw: m, v (device, flat) */
     int nstate;
@@ -23,6 +25,8 @@ typedef struct lt_optimizer {
 
 /* Checks the config (names, ranges), one-line error naming the key. */
 lt_status lt_optim_validate(const lt_optim_config *c, char *err, size_t errlen);
+/* scheduler.name as the enum lr_at switches on ("none" and unknown: none). */
+lt_sched_kind lt_optim_sched_kind(const char *name);
 /* Allocates the state with the accelerator and zeroes it. */
 lt_status lt_optim_init(lt_optimizer *o, const lt_optim_config *c, size_t count, lt_dtype t,
                         const lt_accelerator_desc *a, lt_ctx *kctx, const lt_kernels *k);

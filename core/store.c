@@ -329,6 +329,10 @@ const char *lt_store_error(const lt_store *s) { return s ? s->err : ""; }
 static lt_status begin(lt_store *s, const char *key, unsigned op, unsigned flags) {
     if (!s) return LT_ERR_INVALID;
     s->err[0] = 0;
+    if (!key && op != LT_OP_WAIT) {
+        seterr(s, "rendezvous store: the key is NULL; pass a key of 1 to %d bytes", LT_STORE_MAX_KEY);
+        return LT_ERR_INVALID;
+    }
     if (key) {
         size_t n = strlen(key);
         if (!n || n > LT_STORE_MAX_KEY) {
@@ -409,9 +413,14 @@ static lt_status take_value(lt_store *s, uint8_t *body, size_t blen, void **val,
     return LT_OK;
 }
 
-static lt_status check_value(lt_store *s, const char *key, size_t len) {
-    if (len <= LT_STORE_MAX_VALUE) return LT_OK;
+static lt_status check_value(lt_store *s, const char *key, const void *val, size_t len) {
     char kt[64];
+    if (!val && len) {
+        seterr(s, "value for key '%s' is NULL with a length of %zu; pass the bytes or a length of 0",
+               key_text(key, kt, sizeof kt), len);
+        return LT_ERR_INVALID;
+    }
+    if (len <= LT_STORE_MAX_VALUE) return LT_OK;
     seterr(s, "value for key '%s' is %zu bytes; the rendezvous store takes at most %u",
            key_text(key, kt, sizeof kt), len, LT_STORE_MAX_VALUE);
     return LT_ERR_INVALID;
@@ -419,7 +428,7 @@ static lt_status check_value(lt_store *s, const char *key, size_t len) {
 
 lt_status lt_store_set(lt_store *s, const char *key, const void *val, size_t len) {
     LT_CHECK(begin(s, key, LT_OP_SET, 0));
-    LT_CHECK(check_value(s, key, len));
+    LT_CHECK(check_value(s, key, val, len));
     lt_wbuf_str(&s->req, key, strlen(key));
     lt_wbuf_str(&s->req, val, len);
     return finish(s, key, LT_OP_SET, 0, NULL, NULL, NULL);
@@ -477,8 +486,8 @@ lt_status lt_store_compare_set(lt_store *s, const char *key, const void *expecte
                                void **current, size_t *current_len) {
     bool absent = !expected && expected_len == 0;
     LT_CHECK(begin(s, key, LT_OP_CAS, absent ? LT_WIRE_F_ABSENT : 0));
-    LT_CHECK(check_value(s, key, expected_len));
-    LT_CHECK(check_value(s, key, desired_len));
+    LT_CHECK(check_value(s, key, expected, expected_len));
+    LT_CHECK(check_value(s, key, desired, desired_len));
     lt_wbuf_str(&s->req, key, strlen(key));
     lt_wbuf_str(&s->req, expected, expected_len);
     lt_wbuf_str(&s->req, desired, desired_len);

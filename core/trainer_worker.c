@@ -325,6 +325,7 @@ lt_status lt_trainer_read_loop_config(lt_trainer *t) {
     r->accumulate = cfg_int(r, "trainer", "accumulate_grad_batches");
     if (r->accumulate < 1) return lt_run_fail(r, LT_ERR_INVALID, "trainer.accumulate_grad_batches = %lld must be >= 1", (long long)r->accumulate);
     r->clip_val = cfg_float(r, "trainer", "gradient_clip_val");
+    if (!(r->clip_val >= 0)) return lt_run_fail(r, LT_ERR_INVALID, "trainer.gradient_clip_val = %g must be >= 0 (0: no clipping)", r->clip_val);
     if (r->clip_val > 0 && strcasecmp(cfg(r, "trainer", "gradient_clip_algorithm"), "norm"))
         return lt_run_fail(r, LT_ERR_UNSUPPORTED, "trainer.gradient_clip_algorithm = '%s': only norm is supported",
                            cfg(r, "trainer", "gradient_clip_algorithm"));

@@ -214,6 +214,7 @@ static lt_optimizer sched(const char *name, int interval_steps, int64_t total, i
     memset(&o, 0, sizeof o);
     o.cfg = base_cfg("sgd");
     snprintf(o.cfg.scheduler, sizeof o.cfg.scheduler, "%s", name);
+    o.sched = lt_optim_sched_kind(name);
     o.cfg.interval_steps = interval_steps;
     o.total_steps = total;
     o.steps_per_epoch = per_epoch;
@@ -348,6 +349,12 @@ static void test_validate(void) {
     expect_invalid("scheduler linear", &c, "scheduler.name");
     c = base_cfg("sgd"), snprintf(c.scheduler, sizeof c.scheduler, "step"), c.step_size = 0;
     expect_invalid("step_size 0", &c, "scheduler.step_size");
+    c = base_cfg("sgd"), snprintf(c.scheduler, sizeof c.scheduler, "step"), c.step_size = 2, c.gamma = -5;
+    expect_invalid("gamma -5 flips the lr's sign", &c, "scheduler.gamma");
+    c = base_cfg("sgd"), snprintf(c.scheduler, sizeof c.scheduler, "cosine"), c.min_lr = -0.1;
+    expect_invalid("min_lr below 0", &c, "scheduler.min_lr");
+    c = base_cfg("sgd"), snprintf(c.scheduler, sizeof c.scheduler, "cosine"), c.min_lr = 2 * c.lr;
+    expect_invalid("min_lr above lr", &c, "scheduler.min_lr");
     c = base_cfg("sgd"), c.warmup_steps = -1;
     expect_invalid("warmup -1", &c, "scheduler.warmup_steps");
 }

@@ -93,10 +93,9 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
     }
     pthread_mutex_init(&s->err_lock, NULL);
     s->pending = LT_OK;
-    s->gemm_lt = strcmp(gemm, "auto") == 0 && lt_sgemm_avx512_usable() &&
-                 lt_sgemm_scratch_init(&s->gemm_scratch);
+    if (strcmp(gemm, "auto") == 0) lt_sgemm_scratch_init(&s->gemm_scratch);
     lt_log(ctx, LT_LOG_DEBUG, "f32 gemm: %s",
-           s->gemm_lt ? "lt's AVX-512 kernels where a dimension is short, else OpenBLAS"
+           s->gemm_scratch.buf ? "lt's AVX-512 kernels where a dimension is short, else OpenBLAS"
                       : "OpenBLAS");
     /* 0 leaves OpenBLAS as OPENBLAS_NUM_THREADS (or its own default) set it;
      * the launcher already shares cores among local ranks that way. */

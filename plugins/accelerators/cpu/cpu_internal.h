@@ -47,8 +47,9 @@ typedef struct cpu_state {
     pthread_mutex_t err_lock;   /* guards the two fields below (cold path) */
     lt_status pending;          /* LT_OK when nothing happened */
     char pending_msg[256];
-    bool gemm_lt;                 /* f32 GEMM through gemm_avx512.c where it fits */
-    lt_sgemm_scratch gemm_scratch; /* its packing space */
+    /* Packing space of gemm_avx512.c; reserved (buf set) only when gemm=auto
+     * and the CPU has AVX-512, so buf also says whether those kernels run. */
+    lt_sgemm_scratch gemm_scratch;
 } cpu_state;
 
 /* Parks an error for the next synchronize (first one wins). */

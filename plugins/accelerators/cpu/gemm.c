@@ -46,7 +46,7 @@ void cpu_gemm(lt_ctx *ctx, lt_dtype t, bool ta, bool tb, int64_t m, int64_t n, i
     enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
     cpu_state *s = lt_ctx_state(ctx);
-    if (t == LT_F32 && s && s->gemm_lt && k > 0 &&
+    if (t == LT_F32 && s && s->gemm_scratch.buf && k > 0 &&
         lt_sgemm_avx512(&s->gemm_scratch, ta, tb, m, n, k, (float)alpha, a, lda, b, ldb,
                         (float)beta, c, ldc))
         return;

@@ -150,7 +150,7 @@ bool lt_sgemm_scratch_init(lt_sgemm_scratch *s) {
     void *p = NULL;
     s->buf = NULL;
     s->floats = 0;
-    if (posix_memalign(&p, 64, (size_t)LT_SGEMM_SCRATCH_FLOATS * sizeof(float))) return false;
+    if (!lt_sgemm_avx512_usable() || posix_memalign(&p, 64, (size_t)LT_SGEMM_SCRATCH_FLOATS * sizeof(float))) return false;
     s->buf = p;
     s->floats = LT_SGEMM_SCRATCH_FLOATS;
     return true;
@@ -253,7 +253,7 @@ bool lt_sgemm_avx512(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n
                      float beta, float *c, int64_t ldc) {
     /* alpha == 0: BLAS reads neither A nor B (so NaN there must not reach C);
      * OpenBLAS does that. */
-    if (!lt_sgemm_avx512_usable() || !s->buf || m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f)
+    if (!s->buf || m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f) /* buf: AVX-512 checked at init */
         return false;
     /* Only where packing would be a large share of OpenBLAS's time: some
      * dimension is short (measured on the MLP's step: at batch 64 every GEMM

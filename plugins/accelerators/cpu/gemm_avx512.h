@@ -25,7 +25,8 @@ bool lt_sgemm_scratch_init(lt_sgemm_scratch *s);
 bool lt_sgemm_avx512_usable(void);
 
 /* Row-major C[m,n] = alpha * op(A) op(B) + beta * C, as cblas_sgemm. Returns
- * false, having touched nothing, when it does not take the call (no AVX-512,
+ * false, having touched nothing, when it does not take the call (no scratch:
+ * no AVX-512,
  * no short dimension, alpha 0, packing beyond the scratch); the caller then
  * uses another GEMM. Arguments are valid. */
 bool lt_sgemm_avx512(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
