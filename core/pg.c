@@ -146,6 +146,13 @@ void lt_pg_destroy(lt_pg *pg) {
     free(pg);
 }
 
+bool lt_pg_supports(lt_pg *pg, lt_dtype t, lt_redop op) {
+    bool ok = true;
+    return pg->b->supports(&pg->bctx, t, op, &ok) == LT_OK && ok;
+}
+
+const char *lt_pg_backend_name(const lt_pg *pg) { return pg->bctx.name; }
+
 int lt_pg_rank(const lt_pg *pg) { return pg->rank; }
 int lt_pg_size(const lt_pg *pg) { return pg->size; }
 const char *lt_pg_error(const lt_pg *pg) { return pg->error; }

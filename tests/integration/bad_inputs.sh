@@ -6,6 +6,8 @@
 #   c. checkpoint.dirpath below a regular file: refused before any training
 #   d. a checkpoint whose lt.seed or lt.epoch metadata was tampered with
 #   e. ddp bucket_cap_mb = 0
+#   f. ddp fp16 compression over a backend that cannot average f16 (shm):
+#      refused when ddp is configured, not at the first allreduce
 source "$(dirname "$0")/common.sh"
 it_init bad_inputs "$@"
 fails_with() { # fails_with LABEL NEEDLE args...: ltrun exits non-zero, stderr has NEEDLE
@@ -50,4 +52,9 @@ fails_with badepoch "lt.epoch" "${BASE[@]}" --max-steps 6 --ckpt-path "$IT_TMP/e
 # e. zero-sized ddp buckets (one allreduce per gradient element)
 fails_with buckets "strategy.bucket_cap_mb" "${BASE[@]}" --strategy ddp --devices 2 --max-steps 2 \
     --set strategy.bucket_cap_mb=0
+
+# f. checked through the backend's supports hook before training
+fails_with shmfp16 "which backend 'shm' cannot reduce" "${BASE[@]}" --strategy ddp --devices 2 --max-steps 2 \
+    --set strategy.process_group_backend=shm --set strategy.comm_hook=fp16
+check "shmfp16: refused before training" bash -c "! grep -q 'epoch 0 done' '$IT_TMP/shmfp16.out'"
 it_finish

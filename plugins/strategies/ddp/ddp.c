@@ -96,11 +96,22 @@ static lt_status ddp_init_dist_connection(lt_ctx *ctx, lt_run *run) {
     return LT_OK;
 }
 
+static lt_dtype wire_dtype(const ddp *d) { return d->hook == HOOK_FP16 ? LT_F16 : LT_BF16; }
+
 static lt_status ddp_configure_ddp(lt_ctx *ctx, lt_run *run) {
     ddp *d = state(ctx);
     LT_CHECK(lt_run_flat(run, &d->flat));
     lt_status st = lt_pg_broadcast_sync(d->pg, d->flat.params, d->flat.count, d->flat.param_dtype, 0);
     if (st != LT_OK) return pg_failed(ctx, d, st);
+    lt_dtype wire = d->hook == HOOK_ALLREDUCE ? d->flat.grad_dtype : wire_dtype(d);
+    if (!lt_pg_supports(d->pg, wire, LT_AVG)) {
+        lt_set_error(ctx, "strategy.comm_hook = %s averages %s gradients, which backend '%s' "
+                     "cannot reduce; use comm_hook=allreduce or another "
+                     "strategy.process_group_backend (gloo does)",
+                     lt_param_str(ctx, "comm_hook", "allreduce"), lt_dtype_name(wire),
+                     lt_pg_backend_name(d->pg));
+        return LT_ERR_UNSUPPORTED;
+    }
     size_t es = lt_dtype_size(d->flat.grad_dtype);
     st = buckets_build(&d->plan, d->flat.count, es, d->first_mb, d->cap_mb);
     if (st != LT_OK) return st;
@@ -114,7 +125,6 @@ static lt_status ddp_configure_ddp(lt_ctx *ctx, lt_run *run) {
     return LT_OK;
 }
 
-static lt_dtype wire_dtype(const ddp *d) { return d->hook == HOOK_FP16 ? LT_F16 : LT_BF16; }
 
 static lt_status launch(lt_ctx *ctx, lt_run *run, ddp *d, bucket *b) {
     char *g = (char *)d->flat.grads + b->start * lt_dtype_size(d->flat.grad_dtype);

@@ -73,6 +73,12 @@ LT_API lt_pg *lt_run_default_group(lt_run *run);
 LT_API void lt_pg_destroy(lt_pg *pg);
 LT_API int lt_pg_rank(const lt_pg *pg);
 LT_API int lt_pg_size(const lt_pg *pg);
+/* Whether the group's backend reduces dtype with op (its supports hook): a
+ * strategy asks at configure time, so a combination the backend lacks fails
+ * before training instead of at the first collective. The backend's name is
+ * for the message. */
+LT_API bool lt_pg_supports(lt_pg *pg, lt_dtype t, lt_redop op);
+LT_API const char *lt_pg_backend_name(const lt_pg *pg);
 
 /* Asynchronous collectives; buffers stay the backend's until lt_work_wait. */
 LT_API lt_status lt_pg_allreduce(lt_pg *pg, void *buf, size_t count, lt_dtype t, lt_redop op,
