@@ -31,6 +31,7 @@ static lt_hook_info accelerator_hooks[] = {
     REQ(lt_accelerator_desc, memory_stats),
     OPT(lt_accelerator_desc, device_in_use, lt_default_accel_device_in_use),
     OPT(lt_accelerator_desc, device_name, lt_default_accel_device_name),
+    OPT(lt_accelerator_desc, memory_is_host, NULL), /* NULL: device memory (pg.c) */
 };
 
 static lt_hook_info strategy_hooks[] = {

@@ -86,6 +86,13 @@ static lt_status backend_for(lt_run *r, const char *name, lt_pg *pg) {
     return LT_OK;
 }
 
+/* Where the accelerator's buffers live, as it says (memory_is_host). */
+static bool accel_memory_is_host(lt_run *r) {
+    const lt_accelerator_desc *a = LT_ACC(r);
+    bool host = false;
+    return a && a->memory_is_host && a->memory_is_host(&r->accel.ctx, &host) == LT_OK && host;
+}
+
 lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_pg **out) {
     *out = NULL;
     LT_CHECK(connect_store(r));
@@ -112,7 +119,7 @@ lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_
          * not add minutes of their own when the store is gone. */
         lt_store_set_timeout(pg->store, 5000);
         lt_pg_options o = {.struct_size = sizeof o, .prefix = pg->prefix, .timeout_ms = pg->timeout_ms,
-                           .mem_kind = strcasecmp(r->accel.ctx.name, "cpu") ? LT_MEM_DEVICE : LT_MEM_HOST,
+                           .mem_kind = accel_memory_is_host(r) ? LT_MEM_HOST : LT_MEM_DEVICE,
                            .device = r->world.device, .connect_timeout_ms = rdzv_timeout_ms(r),
                            .main_address = r->world.main_address};
         st = pg->b->create(&pg->bctx, pg->bstore, pg->rank, pg->size, &o, &pg->g);

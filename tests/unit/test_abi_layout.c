@@ -46,7 +46,7 @@ OFF(lt_plugin_header, params, 48);
 OFF(lt_plugin_header, super, 56);
 
 /* lt_accelerator_desc */
-SIZE(lt_accelerator_desc, 176);
+SIZE(lt_accelerator_desc, 184);
 OFF(lt_accelerator_desc, hdr, 0);
 OFF(lt_accelerator_desc, is_available, 64);
 OFF(lt_accelerator_desc, device_count, 72);
@@ -62,6 +62,7 @@ OFF(lt_accelerator_desc, get_kernels, 144);
 OFF(lt_accelerator_desc, memory_stats, 152);
 OFF(lt_accelerator_desc, device_in_use, 160);
 OFF(lt_accelerator_desc, device_name, 168);
+OFF(lt_accelerator_desc, memory_is_host, 176); /* 1.1 */
 
 /* lt_backend_desc */
 SIZE(lt_backend_desc, 168);

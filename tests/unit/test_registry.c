@@ -146,7 +146,7 @@ static int suite_clean(void) {
 /* ---- hook metadata --------------------------------------------------------- */
 
 static const char *const optional_hooks[LT_KIND_COUNT + 1][12] = {
-    [LT_KIND_ACCELERATOR] = {"device_in_use", "device_name"},
+    [LT_KIND_ACCELERATOR] = {"device_in_use", "device_name", "memory_is_host"},
     [LT_KIND_STRATEGY] = {"batch_multiplier", "sampler_shard", "on_train_start", "on_train_end",
                           "training_step", "after_optimizer_step"},
     [LT_KIND_PRECISION] = {NULL},

@@ -63,6 +63,13 @@ static lt_status cpu_is_available(lt_ctx *ctx, bool *out) {
     return LT_OK;
 }
 
+/* Device memory is host memory: backends read the buffers directly. */
+static lt_status cpu_memory_is_host(lt_ctx *ctx, bool *out) {
+    (void)ctx;
+    *out = true;
+    return LT_OK;
+}
+
 static lt_status cpu_device_count(lt_ctx *ctx, int *out) {
     (void)ctx;
     *out = 1;
@@ -272,6 +279,7 @@ static const lt_accelerator_desc cpu_desc = {
     .synchronize = cpu_synchronize,
     .get_kernels = cpu_get_kernels,
     .memory_stats = cpu_memory_stats,
+    .memory_is_host = cpu_memory_is_host,
 };
 
 LT_PLUGIN_EXPORT(&cpu_desc.hdr)

@@ -181,6 +181,12 @@ typedef struct lt_accelerator_desc {
     lt_status (*device_in_use)(lt_ctx *ctx, int device, bool *out);
     /* Optional: a human name for logs; default "<accelerator>:<index>". */
     lt_status (*device_name)(lt_ctx *ctx, int device, char *buf, size_t len);
+
+    /* ABI 1.1. Optional: whether alloc() returns host memory that a process
+     * group backend may read directly (cpu: true). Called by the core when
+     * it creates a process group, on that thread. Default: false (device
+     * memory: the backend must be one for that device). */
+    lt_status (*memory_is_host)(lt_ctx *ctx, bool *out);
 } lt_accelerator_desc;
 
 #ifdef __cplusplus
