@@ -265,6 +265,10 @@ lt_status lt_trainer_open_data(lt_trainer *t) {
     if (train.iface) {
         t->train_ds = train;
         t->val_ds = val;
+        lt_dataset test = {0}, unused = {0};
+        lt_status st = LT_MOD(r)->setup_data(&r->module.ctx, LT_STAGE_TEST, &test, &unused);
+        if (st != LT_OK) return lt_run_hook_failed(r, &r->module, "setup_data(test)", st);
+        if (test.iface) t->test_ds = test;
         t->data_open = true;
         return LT_OK;
     }

@@ -47,12 +47,16 @@ typedef struct lt_module_desc {
      * validation is skipped, and test says the module has no test_step). */
     lt_status (*validation_step)(lt_ctx *ctx, lt_step *step);
     lt_status (*test_step)(lt_ctx *ctx, lt_step *step);
-    /* Optional: combine per-replica losses on the root (dp). Default: mean. */
+    /* Reserved for the dp strategy (combine per-replica losses on the root),
+     * which is not built yet: the core does not call it today. */
     lt_status (*training_step_end)(lt_ctx *ctx, lt_step *step, lt_tensor **loss);
     /* Optional: adjust the optimizer; default keeps the config's. */
     lt_status (*configure_optimizers)(lt_ctx *ctx, lt_optim_config *cfg);
-    /* Optional: supply datasets for a stage; set *out->iface NULL to use the
-     * built-in reader of [data]. The trainer calls destroy. Main thread. */
+    /* Optional: supply datasets, as Lightning's setup(stage). Called with
+     * LT_STAGE_FIT for (train, val), then, when it gave a train set, with
+     * LT_STAGE_TEST for the test set in `train` (val unused). Leave iface
+     * NULL to use the built-in reader of [data] (FIT) or have no test set
+     * (TEST). The trainer calls destroy. Main thread. */
     lt_status (*setup_data)(lt_ctx *ctx, lt_stage stage, lt_dataset *train, lt_dataset *val);
     /* Optional epoch hooks, training thread of the root replica. */
     lt_status (*on_train_epoch_start)(lt_ctx *ctx, int64_t epoch);
