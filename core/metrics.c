@@ -25,6 +25,9 @@ lt_status lt_metrics_log(lt_metrics *ms, const char *name, double value, double 
     if (strlen(name) >= LT_METRIC_NAME) return LT_ERR_INVALID;
     lt_metric *m = find_or_add(ms, name);
     if (!m) return LT_ERR_NOMEM;
+    /* One name, one loop: sums of two loops under one name would mix. A new
+     * metric has no flags yet. */
+    if (m->flags && m->stage && ms->stage && m->stage != ms->stage) return LT_ERR_MISMATCH;
     m->flags |= flags;
     m->stage = ms->stage;
     m->step_value = value;

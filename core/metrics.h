@@ -35,6 +35,8 @@ typedef struct lt_metrics {
     int stage;             /* the loop running now */
 } lt_metrics;
 
+/* LT_ERR_INVALID: name too long; LT_ERR_MISMATCH: the name was logged in
+ * another loop (stage) already; LT_ERR_NOMEM. */
 lt_status lt_metrics_log(lt_metrics *ms, const char *name, double value, double weight,
                          unsigned flags);
 /* Starts a loop: clears the epoch sums of metrics logged in `stage`. */

@@ -10,8 +10,19 @@ static lt_status log_metric_cb(void *user, const char *name, double value, doubl
     lt_run *r = user;
     if (r->drop_metrics) return LT_OK;
     if ((flags & LT_LOG_RANK_ZERO_ONLY) && r->world.global_rank != 0) return LT_OK;
+    static const char *const loops[] = {"?", "training", "validation", "test"};
+    int now = r->metrics.stage;
     lt_status st = lt_metrics_log(&r->metrics, name, value, weight, flags);
-    if (st != LT_OK) lt_set_error(NULL, "metric name '%s' is longer than %d bytes", name, LT_METRIC_NAME - 1);
+    if (st == LT_ERR_INVALID)
+        lt_set_error(NULL, "metric name '%s' is longer than %d bytes", name, LT_METRIC_NAME - 1);
+    else if (st == LT_ERR_MISMATCH) {
+        const lt_metric *m = lt_metrics_find(&r->metrics, name);
+        int was = m && m->stage >= 1 && m->stage <= 3 ? m->stage : 0;
+        lt_set_error(NULL, "metric '%s' is logged in the %s loop and in the %s loop; give each loop "
+                     "its own name (train_loss, val_loss): metrics.csv keeps one column per name",
+                     name, loops[was], loops[now >= 1 && now <= 3 ? now : 0]);
+    } else if (st != LT_OK)
+        lt_set_error(NULL, "out of memory logging metric '%s'", name);
     return st;
 }
 

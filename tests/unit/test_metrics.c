@@ -33,6 +33,21 @@ static void test_weighted_epoch_mean(void) {
     lt_metrics_free(&ms);
 }
 
+/* A name logged in training and again in validation would mix both loops'
+ * sums in one column: refused; each loop may keep logging its own names. */
+static void test_one_name_one_loop(void) {
+    lt_metrics ms;
+    memset(&ms, 0, sizeof ms);
+    lt_metrics_begin(&ms, 1);
+    CU_ASSERT_EQUAL(lt_metrics_log(&ms, "loss", 0.5, 64, LT_LOG_ON_STEP), LT_OK);
+    lt_metrics_begin(&ms, 2);
+    CU_ASSERT_EQUAL(lt_metrics_log(&ms, "loss", 0.7, 64, LT_LOG_ON_EPOCH), LT_ERR_MISMATCH);
+    CU_ASSERT_EQUAL(lt_metrics_log(&ms, "val_loss", 0.7, 64, LT_LOG_ON_EPOCH), LT_OK);
+    lt_metrics_begin(&ms, 1);
+    CU_ASSERT_EQUAL(lt_metrics_log(&ms, "loss", 0.4, 64, LT_LOG_ON_STEP), LT_OK);
+    lt_metrics_free(&ms);
+}
+
 static void test_sync_dist_weights_ranks(void) {
     lt_metrics ms;
     memset(&ms, 0, sizeof ms);
@@ -81,6 +96,7 @@ int main(void) {
     CU_pSuite s = CU_add_suite("metrics", NULL, NULL);
     CU_add_test(s, "epoch mean weighted by samples", test_weighted_epoch_mean);
     CU_add_test(s, "sync_dist: sums and counts over ranks", test_sync_dist_weights_ranks);
+    CU_add_test(s, "one name is logged by one loop", test_one_name_one_loop);
     CU_add_test(s, "metrics.csv rows", test_csv);
     int rc = lt_cunit_run();
     return rc;
