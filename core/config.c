@@ -18,8 +18,27 @@
 #include <strings.h>
 #include "lt/core.h"
 #include "config.h"
+#include "registry_internal.h" /* registry_grow */
 
 extern char **environ;
+
+/* What a core key accepts beyond its type (see core_keys). */
+typedef struct value_rule {
+    const char *choices; /* "min|max": one of these words, any case; NULL = any */
+    unsigned flags;      /* RULE_* */
+    double lo, hi;       /* bounds, for RULE_LO / RULE_HI */
+    const char *hint;    /* appended to the message: what the special values mean */
+} value_rule;
+
+enum {
+    RULE_LO = 1,        /* >= lo (> lo with RULE_LO_OPEN) */
+    RULE_HI = 2,        /* <= hi (< hi with RULE_HI_OPEN) */
+    RULE_LO_OPEN = 4,
+    RULE_HI_OPEN = 8,
+    RULE_NONEMPTY = 16, /* a string that must not be empty */
+    RULE_INT_TEXT = 32, /* a string key holding an integer, or empty (trainer.seed) */
+    RULE_NUM_TEXT = 64, /* a string key holding a number (trainer.limit_*_batches) */
+};
 
 /* One section.key: declared, set, or both. */
 typedef struct entry {
@@ -29,6 +48,7 @@ typedef struct entry {
     lt_param_type type;  /* meaningful when declared */
     char *def;           /* declared default; NULL = none */
     char *help;
+    const value_rule *rule; /* core keys with fixed choices or a range; else NULL */
     char *value;         /* NULL = not set */
     lt_config_source src;
     char *origin;
@@ -100,17 +120,6 @@ static void sb_add(strbuf *b, const char *s) {
 
 static const char *sb_str(const strbuf *b) { return b->p ? b->p : ""; }
 
-/* `arr` with room for `need` elements: arr itself, a bigger copy, or NULL
- * (arr untouched) when out of memory. */
-static void *grow(void *arr, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return arr;
-    size_t ncap = *cap ? *cap * 2 : 32;
-    while (ncap < need) ncap *= 2;
-    void *p = realloc(arr, ncap * elem);
-    if (p) *cap = ncap;
-    return p;
-}
-
 /* Copies s[0..len) without surrounding whitespace; lowercased when asked. */
 static char *trim_dup(const char *s, size_t len, bool lower) {
     while (len && isspace((unsigned char)*s)) s++, len--;
@@ -154,9 +163,9 @@ static entry *find_entry(const lt_config *c, const char *sect, const char *key) 
 static section *get_section(lt_config *c, const char *name) {
     section *s = find_section(c, name);
     if (s) return s;
-    section **arr = grow(c->sections, &c->cap_sections, c->n_sections + 1, sizeof *arr);
-    if (!arr) return NULL;
-    c->sections = arr;
+    if (!registry_grow((void **)&c->sections, &c->cap_sections, c->n_sections + 1,
+                       sizeof *c->sections))
+        return NULL;
     s = calloc(1, sizeof *s);
     if (!s || !(s->name = strdup(name))) {
         free(s);
@@ -169,9 +178,9 @@ static section *get_section(lt_config *c, const char *name) {
 static entry *get_entry(lt_config *c, const char *sect, const char *key) {
     entry *e = find_entry(c, sect, key);
     if (e) return e;
-    entry **arr = grow(c->entries, &c->cap_entries, c->n_entries + 1, sizeof *arr);
-    if (!arr) return NULL;
-    c->entries = arr;
+    if (!registry_grow((void **)&c->entries, &c->cap_entries, c->n_entries + 1,
+                       sizeof *c->entries))
+        return NULL;
     e = calloc(1, sizeof *e);
     if (!e) return NULL;
     e->section = strdup(sect);
@@ -275,91 +284,137 @@ typedef struct core_key {
     const char *section, *key;
     lt_param_type type;
     const char *def, *help;
+    value_rule rule; /* checked by lt_config_validate, so --check sees it */
 } core_key;
 
 #define I LT_PARAM_INT
 #define F LT_PARAM_FLOAT
 #define B LT_PARAM_BOOL
 #define S LT_PARAM_STRING
+/* Rules (the last member of a row): ANY, or braces around ONE_OF("a|b") or a
+ * range, optionally followed by H("what special values mean"). */
+#define ANY {0}
+#define ONE_OF(list) .choices = (list)
+#define AT_LEAST(x) .flags = RULE_LO, .lo = (x)
+#define ABOVE(x) .flags = RULE_LO | RULE_LO_OPEN, .lo = (x)
+#define IN(a, b) .flags = RULE_LO | RULE_HI, .lo = (a), .hi = (b)
+#define IN_OPEN(a, b) .flags = RULE_LO | RULE_HI | RULE_HI_OPEN, .lo = (a), .hi = (b) /* [a, b) */
+#define NUMBER_AT_LEAST(x) .flags = RULE_NUM_TEXT | RULE_LO, .lo = (x)     /* a string key */
+#define INT_OR_EMPTY_AT_LEAST(x) .flags = RULE_INT_TEXT | RULE_LO, .lo = (x) /* a string key */
+#define NOT_EMPTY .flags = RULE_NONEMPTY
+#define H(text) .hint = (text)
+#define LIMIT_HINT "use a fraction in [0, 1] or a number of batches"
+/* Kept in an int by the code that reads it. */
+#define INT_TOP 2147483647.0
+/* Seconds the launcher and the process group turn into int milliseconds. */
+#define TIMEOUT_TOP 2000000.0
 static const core_key core_keys[] = {
-    {"trainer", "accelerator", S, "auto", "cpu, gpu or auto (gpu when one is available)"},
-    {"trainer", "devices", S, "auto", "count, -1 for all, a list like [0, 2], or auto"},
-    {"trainer", "strategy", S, "auto", "single_device, dp, ddp, ddp_spawn, ddp2, bagua or a plugin"},
-    {"trainer", "num_nodes", I, "1", "number of machines"},
-    {"trainer", "precision", S, "32-true", "32-true, 16-mixed, bf16-mixed, 64-true ..."},
-    {"trainer", "max_epochs", I, "1000", "stop after this many epochs"},
-    {"trainer", "max_steps", I, "-1", "stop after this many optimizer steps; -1 = no limit"},
-    {"trainer", "min_epochs", I, "0", "train at least this many epochs"},
-    {"trainer", "limit_train_batches", S, "1.0", "fraction (float) or count (int) of training batches"},
-    {"trainer", "limit_val_batches", S, "1.0", "fraction (float) or count (int) of val batches"},
-    {"trainer", "limit_test_batches", S, "1.0", "fraction (float) or count (int) of test batches"},
-    {"trainer", "check_val_every_n_epoch", I, "1", "validate every n epochs"},
-    {"trainer", "val_check_interval", S, "1.0", "epoch fraction (float) or batches (int) between val runs"},
-    {"trainer", "log_every_n_steps", I, "50", "log metrics every n steps"},
-    {"trainer", "accumulate_grad_batches", I, "1", "batches per optimizer step"},
-    {"trainer", "gradient_clip_val", F, "0", "clip gradients at this value; 0 = off"},
-    {"trainer", "gradient_clip_algorithm", S, "norm", "norm or value"},
-    {"trainer", "seed", S, "", "global random seed; empty = none"},
-    {"trainer", "deterministic", B, "false", "use deterministic kernels and reductions"},
-    {"trainer", "default_root_dir", S, ".", "where logs and checkpoints go"},
-    {"trainer", "enable_progress_bar", B, "true", "show a progress bar"},
-    {"trainer", "enable_checkpointing", B, "true", "save checkpoints"},
-    {"trainer", "num_sanity_val_steps", I, "2", "validation batches run before training"},
-    {"trainer", "auto_select_gpus", B, "false", "pick free GPUs instead of the first ones"},
-    {"trainer", "log_level", S, "info", "error, warn, info or debug"},
-    {"trainer", "plugin_dir", S, "", "extra directory searched for plugins"},
-    {"model", "name", S, "", "the module plugin to train"},
-    {"data", "dir", S, "/usr/share/datasets/fashion-mnist", "dataset directory"},
-    {"data", "batch_size", I, "64", "samples per batch per device"},
-    {"data", "val_batch_size", I, "0", "validation batch size; 0 = batch_size"},
-    {"data", "shuffle", B, "true", "shuffle training data each epoch"},
-    {"data", "val_split", I, "5000", "training samples held out for validation"},
-    {"data", "normalize_mean", F, "0.2860", "mean subtracted from pixels"},
-    {"data", "normalize_std", F, "0.3530", "standard deviation pixels are divided by"},
-    {"data", "num_workers", I, "1", "loader threads"},
-    {"data", "prefetch", I, "2", "batches prepared ahead"},
-    {"data", "drop_last", B, "false", "drop the last incomplete training batch"},
-    {"optimizer", "name", S, "sgd", "sgd, adam or adamw"},
-    {"optimizer", "lr", F, "0.01", "learning rate"},
-    {"optimizer", "momentum", F, "0", "sgd momentum"},
-    {"optimizer", "dampening", F, "0", "sgd dampening"},
-    {"optimizer", "nesterov", B, "false", "sgd nesterov momentum"},
-    {"optimizer", "weight_decay", F, "0", "L2 penalty (decoupled for adamw)"},
-    {"optimizer", "beta1", F, "0.9", "adam beta1"},
-    {"optimizer", "beta2", F, "0.999", "adam beta2"},
-    {"optimizer", "eps", F, "1e-8", "adam epsilon"},
-    {"optimizer", "lr_scaling", S, "none", "none, linear or sqrt: lr scaling with effective batch"},
-    {"optimizer", "reference_batch_size", I, "0", "batch size lr was tuned for; 0 = batch_size"},
-    {"scheduler", "name", S, "none", "none, step, cosine ..."},
-    {"scheduler", "step_size", I, "1", "intervals between lr decays"},
-    {"scheduler", "gamma", F, "0.1", "lr decay factor"},
-    {"scheduler", "warmup_steps", I, "0", "linear warmup steps"},
-    {"scheduler", "min_lr", F, "0", "lower bound for the lr"},
-    {"scheduler", "interval", S, "epoch", "epoch or step"},
-    {"checkpoint", "dirpath", S, "", "checkpoint directory; empty = under default_root_dir"},
-    {"checkpoint", "monitor", S, "", "metric that ranks checkpoints; empty = latest"},
-    {"checkpoint", "mode", S, "min", "min or max of the monitored metric"},
-    {"checkpoint", "save_last", B, "true", "also write last.ckpt"},
-    {"checkpoint", "save_top_k", I, "1", "how many best checkpoints to keep; -1 = all"},
-    {"checkpoint", "every_n_epochs", I, "1", "epochs between checkpoints"},
-    {"checkpoint", "filename", S, "", "file name pattern; empty = epoch={epoch}-step={step}"},
-    {"logger", "csv", B, "true", "write metrics.csv"},
-    {"logger", "name", S, "lt_logs", "log directory name under default_root_dir"},
-    {"logger", "version", S, "", "run version; empty = next free version_N"},
-    {"strategy", "process_group_backend", S, "auto", "gloo, nccl or auto"},
-    {"strategy", "timeout_s", I, "1800", "collective timeout in seconds"},
-    {"environment", "name", S, "auto", "cluster environment plugin; auto = detect"},
-    {"launcher", "master_addr", S, "127.0.0.1", "rendezvous host"},
-    {"launcher", "master_port", I, "0", "rendezvous port; 0 = pick a free one"},
-    {"launcher", "node_rank", I, "0", "this machine's index among num_nodes"},
-    {"launcher", "max_restarts", I, "0", "restarts from the last checkpoint"},
-    {"launcher", "rdzv_timeout_s", I, "300", "seconds to wait for every rank to join"},
-    {"launcher", "bind_cores", B, "true", "pin each local worker to its share of the cores (like mpirun --bind-to core)"},
+    {"trainer", "accelerator", S, "auto", "cpu, gpu or auto (gpu when one is available)", ANY},
+    {"trainer", "devices", S, "auto", "count, -1 for all, a list like [0, 2], or auto", ANY},
+    {"trainer", "strategy", S, "auto", "single_device, dp, ddp, ddp_spawn, ddp2, bagua or a plugin", ANY},
+    {"trainer", "num_nodes", I, "1", "number of machines", {IN(1, INT_TOP)}},
+    {"trainer", "precision", S, "32-true", "32-true, 16-mixed, bf16-mixed, 64-true ...", ANY},
+    {"trainer", "max_epochs", I, "1000", "stop after this many epochs; -1 = no limit",
+     {AT_LEAST(-1), H("-1 = no limit")}},
+    {"trainer", "max_steps", I, "-1", "stop after this many optimizer steps; -1 = no limit",
+     {AT_LEAST(-1), H("-1 = no limit")}},
+    {"trainer", "min_epochs", I, "0", "train at least this many epochs", {AT_LEAST(0)}},
+    {"trainer", "limit_train_batches", S, "1.0", "fraction (float) or count (int) of training batches",
+     {NUMBER_AT_LEAST(0), H(LIMIT_HINT)}},
+    {"trainer", "limit_val_batches", S, "1.0", "fraction (float) or count (int) of val batches",
+     {NUMBER_AT_LEAST(0), H(LIMIT_HINT)}},
+    {"trainer", "limit_test_batches", S, "1.0", "fraction (float) or count (int) of test batches",
+     {NUMBER_AT_LEAST(0), H(LIMIT_HINT)}},
+    {"trainer", "check_val_every_n_epoch", I, "1", "validate every n epochs; 0 = never",
+     {AT_LEAST(0), H("0 = never")}},
+    {"trainer", "log_every_n_steps", I, "50", "log metrics every n steps", {AT_LEAST(1)}},
+    {"trainer", "accumulate_grad_batches", I, "1", "batches per optimizer step", {IN(1, INT_TOP)}},
+    {"trainer", "gradient_clip_val", F, "0", "clip gradients at this value; 0 = off",
+     {AT_LEAST(0), H("0 = off")}},
+    {"trainer", "gradient_clip_algorithm", S, "norm", "norm (the only one implemented)",
+     {ONE_OF("norm"), H("clipping by value is not implemented")}},
+    {"trainer", "seed", S, "", "global random seed; empty = none",
+     {INT_OR_EMPTY_AT_LEAST(0), H("empty = a random seed")}},
+    {"trainer", "deterministic", B, "false",
+     "accepted for Lightning configs and ignored: lt is always deterministic (same seed, "
+     "devices and data give the same result)", ANY},
+    {"trainer", "default_root_dir", S, ".", "where logs and checkpoints go",
+     {NOT_EMPTY, H("use . for the current directory")}},
+    {"trainer", "enable_progress_bar", B, "true", "show a progress bar", ANY},
+    {"trainer", "enable_checkpointing", B, "true", "save checkpoints", ANY},
+    {"trainer", "num_sanity_val_steps", I, "2", "validation batches run before training; 0 = none",
+     {AT_LEAST(0)}},
+    {"trainer", "log_level", S, "info", "error, warn, info or debug",
+     {ONE_OF("error|warn|warning|info|debug")}},
+    {"trainer", "plugin_dir", S, "", "extra directory searched for plugins", ANY},
+    {"model", "name", S, "", "the module plugin to train", ANY},
+    {"data", "dir", S, "/usr/share/datasets/fashion-mnist", "dataset directory", ANY},
+    {"data", "batch_size", I, "64", "samples per batch per device", {AT_LEAST(1)}},
+    {"data", "val_batch_size", I, "0", "validation batch size; 0 = batch_size",
+     {AT_LEAST(0), H("0 = batch_size")}},
+    {"data", "shuffle", B, "true", "shuffle training data each epoch", ANY},
+    {"data", "val_split", I, "5000", "training samples held out for validation", {AT_LEAST(0)}},
+    {"data", "normalize_mean", F, "0.2860", "mean subtracted from pixels", ANY},
+    {"data", "normalize_std", F, "0.3530", "standard deviation pixels are divided by", {ABOVE(0)}},
+    {"data", "prefetch", I, "2", "batches prepared ahead (2 to 64)", {IN(2, 64)}},
+    {"data", "drop_last", B, "false", "drop the last incomplete training batch", ANY},
+    {"optimizer", "name", S, "sgd", "sgd or adamw", {ONE_OF("sgd|adamw")}},
+    {"optimizer", "lr", F, "0.01", "learning rate", {AT_LEAST(0)}},
+    {"optimizer", "momentum", F, "0", "sgd momentum", {AT_LEAST(0)}},
+    {"optimizer", "dampening", F, "0", "sgd dampening", ANY},
+    {"optimizer", "nesterov", B, "false", "sgd nesterov momentum", ANY},
+    {"optimizer", "weight_decay", F, "0", "L2 penalty (decoupled for adamw)", {AT_LEAST(0)}},
+    {"optimizer", "beta1", F, "0.9", "adam beta1", {IN_OPEN(0, 1)}},
+    {"optimizer", "beta2", F, "0.999", "adam beta2", {IN_OPEN(0, 1)}},
+    {"optimizer", "eps", F, "1e-8", "adam epsilon", {AT_LEAST(0)}},
+    {"optimizer", "lr_scaling", S, "none", "none, linear or sqrt: lr scaling with effective batch",
+     {ONE_OF("none|linear|sqrt")}},
+    {"optimizer", "reference_batch_size", I, "0", "batch size lr was tuned for; 0 = batch_size",
+     {AT_LEAST(0), H("0 = batch_size")}},
+    {"scheduler", "name", S, "none", "none, step or cosine", {ONE_OF("none|step|cosine")}},
+    {"scheduler", "step_size", I, "1", "intervals between lr decays", {AT_LEAST(1)}},
+    {"scheduler", "gamma", F, "0.1", "lr decay factor (step)", {ABOVE(0)}},
+    {"scheduler", "warmup_steps", I, "0", "linear warmup steps", {AT_LEAST(0)}},
+    {"scheduler", "min_lr", F, "0", "lower bound for the lr", {AT_LEAST(0)}},
+    {"scheduler", "interval", S, "epoch", "epoch or step", {ONE_OF("epoch|step")}},
+    {"checkpoint", "dirpath", S, "", "checkpoint directory; empty = under default_root_dir", ANY},
+    {"checkpoint", "monitor", S, "", "metric that ranks checkpoints; empty = latest", ANY},
+    {"checkpoint", "mode", S, "min", "min or max of the monitored metric", {ONE_OF("min|max")}},
+    {"checkpoint", "save_last", B, "true", "also write last.safetensors", ANY},
+    {"checkpoint", "save_top_k", I, "1", "how many best checkpoints to keep; -1 = all",
+     {AT_LEAST(-1), H("-1 = keep all")}},
+    {"logger", "csv", B, "true", "write metrics.csv", ANY},
+    {"logger", "name", S, "lt_logs", "log directory name under default_root_dir", ANY},
+    {"logger", "version", S, "", "run version; empty = next free version_N", ANY},
+    {"strategy", "process_group_backend", S, "auto", "gloo, nccl or auto", ANY},
+    {"strategy", "timeout_s", I, "1800", "collective timeout in seconds", {IN(1, TIMEOUT_TOP)}},
+    {"environment", "name", S, "auto", "cluster environment plugin; auto = detect", ANY},
+    {"launcher", "master_addr", S, "127.0.0.1", "rendezvous host", ANY},
+    {"launcher", "master_port", I, "0", "rendezvous port; 0 = pick a free one",
+     {IN(0, 65535), H("0 = pick a free one")}},
+    {"launcher", "node_rank", I, "0", "this machine's index among num_nodes", {IN(0, INT_TOP)}},
+    {"launcher", "max_restarts", I, "0", "restarts from the last checkpoint", {IN(0, INT_TOP)}},
+    {"launcher", "rdzv_timeout_s", I, "300", "seconds to wait for every rank to join",
+     {IN(1, TIMEOUT_TOP)}},
+    {"launcher", "bind_cores", B, "true", "pin each local worker to its share of the cores (like mpirun --bind-to core)", ANY},
 };
 #undef I
 #undef F
 #undef B
 #undef S
+#undef ANY
+#undef ONE_OF
+#undef AT_LEAST
+#undef ABOVE
+#undef IN
+#undef IN_OPEN
+#undef NUMBER_AT_LEAST
+#undef INT_OR_EMPTY_AT_LEAST
+#undef NOT_EMPTY
+#undef H
+#undef LIMIT_HINT
+#undef INT_TOP
+#undef TIMEOUT_TOP
 
 /* Sections that exist even without keys of their own; [model] also takes
  * the module plugin's parameters, which are not known in advance. */
@@ -384,6 +439,7 @@ lt_config *lt_config_new(void) {
         const core_key *k = &core_keys[i];
         if (lt_config_declare(c, k->section, k->key, k->type, k->def, k->help) != LT_OK)
             goto fail;
+        if (k->rule.choices || k->rule.flags) find_entry(c, k->section, k->key)->rule = &k->rule;
     }
     return c;
 fail:
@@ -714,6 +770,86 @@ static lt_status check_type(const char *sect, const char *key, lt_param_type typ
     return LT_ERR_INVALID;
 }
 
+/* ---- rules: choices and ranges of core keys ------------------------------- */
+
+static bool is_choice(const char *choices, const char *v) {
+    size_t n = strlen(v);
+    for (const char *p = choices;;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncasecmp(p, v, n) == 0) return true;
+        if (!bar) return false;
+        p = bar + 1;
+    }
+}
+
+/* "use min or max" from "min|max". */
+static void choices_text(const char *choices, char *out, size_t len) {
+    size_t used = (size_t)snprintf(out, len, "use ");
+    const char *last = strrchr(choices, '|');
+    for (const char *p = choices; *p && used < len; p++) {
+        int n = *p != '|' ? snprintf(out + used, len - used, "%c", *p)
+                          : snprintf(out + used, len - used, "%s", p == last ? " or " : ", ");
+        used += (size_t)n;
+    }
+}
+
+static bool in_range(const value_rule *r, double x) {
+    bool lo_open = r->flags & RULE_LO_OPEN, hi_open = r->flags & RULE_HI_OPEN;
+    if ((r->flags & RULE_LO) && !(lo_open ? x > r->lo : x >= r->lo)) return false;
+    if ((r->flags & RULE_HI) && !(hi_open ? x < r->hi : x <= r->hi)) return false;
+    return true;
+}
+
+/* "in [0, 65535]", ">= 1", "in [0, 1)". */
+static void range_text(const value_rule *r, char *out, size_t len) {
+    bool lo_open = r->flags & RULE_LO_OPEN, hi_open = r->flags & RULE_HI_OPEN;
+    if ((r->flags & RULE_LO) && (r->flags & RULE_HI))
+        snprintf(out, len, "in %c%.15g, %.15g%c", lo_open ? '(' : '[', r->lo, r->hi,
+                 hi_open ? ')' : ']');
+    else if (r->flags & RULE_LO)
+        snprintf(out, len, "%s %.15g", lo_open ? ">" : ">=", r->lo);
+    else
+        snprintf(out, len, "%s %.15g", hi_open ? "<" : "<=", r->hi);
+}
+
+/* Checks `v`, already known to be of the key's type, against the key's rule;
+ * on failure writes "sect.key = 'v' (origin) <what is wrong>; <what to use>". */
+static lt_status check_rule(const entry *e, const char *v, const char *origin, char *err,
+                            size_t errlen) {
+    const value_rule *r = e->rule;
+    if (!r) return LT_OK;
+    char why[256] = "";
+    bool quote = true; /* numbers out of range are shown as typed, without quotes */
+    bool as_int = e->type == LT_PARAM_INT || (r->flags & RULE_INT_TEXT);
+    bool as_num = as_int || e->type == LT_PARAM_FLOAT || (r->flags & RULE_NUM_TEXT);
+    if (r->choices && !is_choice(r->choices, v)) {
+        snprintf(why, sizeof why, "is not allowed; ");
+        choices_text(r->choices, why + strlen(why), sizeof why - strlen(why));
+    } else if ((r->flags & RULE_NONEMPTY) && !*v) {
+        snprintf(why, sizeof why, "must not be empty");
+    } else if (as_num && !(*v == 0 && (r->flags & RULE_INT_TEXT))) {
+        int64_t i;
+        double x = 0;
+        bool range = false;
+        if (as_int && parse_int(v, &i, &range)) x = (double)i;
+        else if (as_int) snprintf(why, sizeof why, range ? "is out of range for a 64-bit integer"
+                                                         : "is not an integer");
+        else if (!parse_float(v, &x)) snprintf(why, sizeof why, "is not a number");
+        if (!*why && !in_range(r, x)) {
+            char rt[96];
+            range_text(r, rt, sizeof rt);
+            snprintf(why, sizeof why, "must be %s", rt);
+            quote = false;
+        }
+    }
+    if (!*why) return LT_OK;
+    const char *q = quote ? "'" : "";
+    seterr(err, errlen, "%s.%s = %s%s%s (%s) %s%s%s", e->section, e->key, q, v, q, origin, why,
+           r->hint ? "; " : "", r->hint ? r->hint : "");
+    return LT_ERR_INVALID;
+}
+
 /* The effective value of a declared-or-set key and where it came from. */
 static lt_status typed_value(const lt_config *c, const char *sect, const char *key,
                              lt_param_type type, const char **v, char *err, size_t errlen) {
@@ -798,10 +934,9 @@ int lt_edit_distance(const char *a, const char *b) {
     return d;
 }
 
-/* Close enough to be a typo rather than a different word. */
-static bool is_close(const char *typed, int d) {
-    int len = (int)strlen(typed);
-    return d < len && (d <= 2 || d * 3 <= len);
+bool lt_close_enough(const char *typed, int distance) {
+    int len = typed ? (int)strlen(typed) : 0;
+    return distance < len && (distance <= 2 || distance * 3 <= len);
 }
 
 static const char *nearest_section(const lt_config *c, const char *name) {
@@ -812,7 +947,7 @@ static const char *nearest_section(const lt_config *c, const char *name) {
         int d = s->declared ? lt_edit_distance(name, s->name) : INT_MAX;
         if (d < best_d) best_d = d, best = s->name;
     }
-    return best && is_close(name, best_d) ? best : NULL;
+    return best && lt_close_enough(name, best_d) ? best : NULL;
 }
 
 static const char *nearest_key(const lt_config *c, const char *sect, const char *key) {
@@ -824,7 +959,7 @@ static const char *nearest_key(const lt_config *c, const char *sect, const char 
         int d = lt_edit_distance(key, e->key);
         if (d < best_d) best_d = d, best = e->key;
     }
-    return best && is_close(key, best_d) ? best : NULL;
+    return best && lt_close_enough(key, best_d) ? best : NULL;
 }
 
 static void list_sections(const lt_config *c, strbuf *b) {
@@ -882,7 +1017,8 @@ static lt_status check_entry(const lt_config *c, const entry *e, char *err, size
     const section *s = find_section(c, e->section);
     if (!s || !s->declared) return unknown_section(c, e, err, errlen);
     if (!e->declared) return s->open ? LT_OK : unknown_key(c, e, err, errlen);
-    return check_type(e->section, e->key, e->type, e->value, e->origin, err, errlen);
+    LT_CHECK(check_type(e->section, e->key, e->type, e->value, e->origin, err, errlen));
+    return check_rule(e, e->value, e->origin, err, errlen);
 }
 
 lt_status lt_config_validate(const lt_config *c, char *err, size_t errlen) {

@@ -62,8 +62,11 @@ LT_API lt_status lt_config_set(lt_config *c, const char *section, const char *ke
                                char *err, size_t errlen);
 
 /* Checks every set key is declared (suggesting the nearest declared key or
- * section) and every value parses as its type. One message for the first
- * problem, in the order the values were set. */
+ * section), every value parses as its type, and every value of a core key
+ * with fixed choices or a range (checkpoint.mode, launcher.master_port ...)
+ * is one of them or within it. One message for the first problem, in the
+ * order the values were set: "checkpoint.mode = 'maxx' (--set ...) is not
+ * allowed; use min or max". */
 LT_API lt_status lt_config_validate(const lt_config *c, char *err, size_t errlen);
 
 /* Lookups: the value set or the declared default; NULL when neither. */
@@ -99,7 +102,12 @@ LT_API void lt_config_each_section(const lt_config *c,
                                    void (*fn)(void *user, const char *section), void *user);
 
 /* Levenshtein distance, ignoring ASCII case (names are case-insensitive),
- * for "did you mean" suggestions anywhere in the core. */
+ * for "did you mean" suggestions anywhere in the core (INT_MAX when out of
+ * memory or a name is NULL). */
 LT_API int lt_edit_distance(const char *a, const char *b);
+/* The one rule for offering a name as "did you mean": its distance from what
+ * was typed is under the typed length and at most 2 edits or a third of it,
+ * so it looks like a typo rather than a different word. */
+LT_API bool lt_close_enough(const char *typed, int distance);
 
 #endif

@@ -1,9 +1,7 @@
 /* Context services: per-thread error messages, logging, plugin state and
  * typed parameters read from the config. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include "ctx.h"
 
@@ -77,50 +75,47 @@ double lt_now(void) {
 
 /* [<kind>.<name>] first, then [<kind>] ([model] for modules, as
  * trainer_setup.c declares it); a value the user set in either wins over a
- * declared default in the other. */
-static const char *param_lookup(lt_ctx *ctx, const char *key) {
-    if (!ctx || !ctx->config || !ctx->kind) return NULL;
+ * declared default in the other. Writes the section that holds the value to
+ * sec; false when neither has one. */
+static bool param_section(const lt_ctx *ctx, const char *key, char *sec, size_t len) {
+    if (!ctx || !ctx->config || !ctx->kind || !key) return false;
     const char *kind = lt_kind_name(ctx->kind);
     const char *home = ctx->kind == LT_KIND_MODULE ? "model" : kind;
-    char sec[128];
-    snprintf(sec, sizeof sec, "%s.%s", kind, ctx->name);
+    snprintf(sec, len, "%s.%s", kind, ctx->name);
     if (lt_config_source_of(ctx->config, sec, key) == LT_SRC_DEFAULT &&
         lt_config_source_of(ctx->config, home, key) != LT_SRC_DEFAULT)
-        return lt_config_value(ctx->config, home, key);
-    const char *v = lt_config_value(ctx->config, sec, key);
-    if (!v) v = lt_config_value(ctx->config, home, key);
-    return v;
+        snprintf(sec, len, "%s", home);
+    else if (!lt_config_value(ctx->config, sec, key))
+        snprintf(sec, len, "%s", home);
+    return lt_config_value(ctx->config, sec, key) != NULL;
 }
 
+/* The typed readers parse with the config's own rules (lt_config_int ...),
+ * so a value means here what validation accepted: "010" is ten. */
 int64_t lt_param_int(lt_ctx *ctx, const char *key, int64_t def) {
-    const char *v = param_lookup(ctx, key);
-    if (!v || !*v) return def;
-    char *end;
-    long long x = strtoll(v, &end, 0);
-    return *end ? def : (int64_t)x;
+    char sec[128];
+    int64_t v;
+    if (!param_section(ctx, key, sec, sizeof sec)) return def;
+    return lt_config_int(ctx->config, sec, key, &v, NULL, 0) == LT_OK ? v : def;
 }
 
 double lt_param_float(lt_ctx *ctx, const char *key, double def) {
-    const char *v = param_lookup(ctx, key);
-    if (!v || !*v) return def;
-    char *end;
-    double x = strtod(v, &end);
-    return *end ? def : x;
+    char sec[128];
+    double v;
+    if (!param_section(ctx, key, sec, sizeof sec)) return def;
+    return lt_config_float(ctx->config, sec, key, &v, NULL, 0) == LT_OK ? v : def;
 }
 
 bool lt_param_bool(lt_ctx *ctx, const char *key, bool def) {
-    const char *v = param_lookup(ctx, key);
-    if (!v || !*v) return def;
-    if (!strcasecmp(v, "true") || !strcasecmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"))
-        return true;
-    if (!strcasecmp(v, "false") || !strcasecmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
-        return false;
-    return def;
+    char sec[128];
+    bool v;
+    if (!param_section(ctx, key, sec, sizeof sec)) return def;
+    return lt_config_bool(ctx->config, sec, key, &v, NULL, 0) == LT_OK ? v : def;
 }
 
 const char *lt_param_str(lt_ctx *ctx, const char *key, const char *def) {
-    const char *v = param_lookup(ctx, key);
-    return v ? v : def;
+    char sec[128];
+    return param_section(ctx, key, sec, sizeof sec) ? lt_config_value(ctx->config, sec, key) : def;
 }
 
 const char *lt_config_get(lt_ctx *ctx, const char *dotted) {

@@ -25,11 +25,4 @@ typedef struct lt_device_list {
 LT_API lt_status lt_devices_parse(const char *spec, const char *accelerator, int available,
                                   lt_device_list *out, char *err, size_t errlen);
 
-/* auto_select_gpus: the first k device indices for which in_use(i) is false
- * (k = -1: all `available` devices, each of which must be free; in_use NULL:
- * every device is free). LT_ERR_INVALID when fewer than k are free. */
-LT_API lt_status lt_devices_auto_select(int k, int available,
-                                        bool (*in_use)(void *user, int dev), void *user,
-                                        lt_device_list *out, char *err, size_t errlen);
-
 #endif

@@ -7,7 +7,6 @@
 
 typedef struct lt_launch_info {
     bool launch;            /* start workers here: subprocess launch, not started externally */
-    bool spawn;             /* the strategy forks its workers itself (ddp_spawn) */
     int nproc_per_node;     /* trainer.devices */
     int num_nodes;          /* trainer.num_nodes */
     int node_rank;          /* launcher.node_rank */

@@ -4,20 +4,39 @@
 #include <unistd.h>
 #include "trainer_internal.h"
 
-static double last_draw;
-static double epoch_t0;
+/* The epoch being shown: its clock starts at its first update, whatever that
+ * batch is (accumulate_grad_batches >= 2 reports batch 2 first, a mid-epoch
+ * resume batch 31), and the rate counts only the batches since. Kept here
+ * because the trainer's struct has no room for it; a new trainer, a new
+ * epoch or a batch number going back starts it again. */
+static struct {
+    const lt_trainer *t;
+    int64_t epoch, first_batch, last_batch;
+    double t0, last_draw;
+} pace;
+
+static double rate_at(const lt_trainer *t, int64_t batch, double now) {
+    if (pace.t != t || pace.epoch != t->run.epoch || batch < pace.last_batch) {
+        pace.t = t;
+        pace.epoch = t->run.epoch;
+        pace.first_batch = batch;
+        pace.t0 = now;
+        pace.last_draw = 0;
+    }
+    pace.last_batch = batch;
+    return now > pace.t0 ? (double)(batch - pace.first_batch) / (now - pace.t0) : 0;
+}
 
 void lt_progress_update(lt_trainer *t, int64_t batch, int64_t nbatches, double loss, bool force) {
     lt_run *r = &t->run;
     if (r->world.global_rank != 0 || !t->progress_bar) return;
     double now = lt_now();
-    if (batch <= 1 || epoch_t0 == 0) { if (batch <= 1) epoch_t0 = now; }
+    double rate = rate_at(t, batch, now);
     static int tty = -1; /* asked once: not a syscall per step */
     if (tty < 0) tty = isatty(STDOUT_FILENO);
-    double rate = now > epoch_t0 ? (double)batch / (now - epoch_t0) : 0;
     if (tty) {
-        if (!force && now - last_draw < 0.1) return;
-        last_draw = now;
+        if (!force && now - pace.last_draw < 0.1) return;
+        pace.last_draw = now;
         int width = 24, filled = nbatches ? (int)(width * batch / nbatches) : width;
         char bar[32];
         for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
@@ -36,7 +55,7 @@ void lt_progress_update(lt_trainer *t, int64_t batch, int64_t nbatches, double l
 
 void lt_progress_end_epoch(lt_trainer *t, double seconds, int64_t samples) {
     lt_run *r = &t->run;
-    epoch_t0 = 0;
+    pace.t = NULL; /* the next epoch starts its own clock */
     t->sample_rate = seconds > 0 ? (double)samples / seconds : 0;
     if (r->world.global_rank != 0) return;
     printf("epoch %lld done: step %lld, %.1f s, %.0f samples/s", (long long)r->epoch,

@@ -18,7 +18,7 @@
 #define LT_PLUGIN_INSTALL_DIR "/usr/local/lib/lt/abi-" STR(LT_ABI_MAJOR)
 #endif
 
-/* ---- small helpers shared by registry*.c -------------------------------- */
+/* ---- small helpers shared by registry*.c (registry_grow: config.c too) --- */
 
 bool registry_grow(void **arr, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return true;

@@ -3,13 +3,13 @@
  * ("liblt-strategy-ddp.so") is looked up as is, and anything with a '/' is a
  * path. Names compare case-insensitively because users type "DDP" and
  * "ddp" interchangeably; the first directory holding a match wins. */
-#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include "config.h" /* lt_edit_distance, lt_close_enough */
 #include "registry_internal.h"
 
 #define FILE_PREFIX "liblt-"
@@ -41,25 +41,7 @@ bool registry_parse_file_name(const char *file, uint32_t *kind, char *name, size
     return false;
 }
 
-int registry_edit_distance(const char *a, const char *b) {
-    enum { MAX = 256 };
-    size_t la = strlen(a), lb = strlen(b);
-    if (la >= MAX || lb >= MAX) return MAX * 2;
-    int prev[MAX], cur[MAX];
-    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        cur[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int same = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
-            int best = prev[j - 1] + !same;
-            if (prev[j] + 1 < best) best = prev[j] + 1;
-            if (cur[j - 1] + 1 < best) best = cur[j - 1] + 1;
-            cur[j] = best;
-        }
-        memcpy(prev, cur, (lb + 1) * sizeof *prev);
-    }
-    return prev[lb];
-}
+/* Kept for registry_override.c; the distance itself is config.c's. */
 
 /* ---- directory walking ---------------------------------------------------- */
 
@@ -125,20 +107,20 @@ typedef struct nearest {
 
 static void keep_nearest(void *user, const char *name) {
     nearest *n = user;
-    int d = registry_edit_distance(n->target, name);
+    int d = lt_edit_distance(n->target, name);
     if (d < n->dist) {
         n->dist = d;
         snprintf(n->best, sizeof n->best, "%s", name);
     }
 }
 
-/* Close enough to be a typo: a couple of edits, or a third of a long name. */
+/* The installed name nearest to `target`, when it is close enough to be a
+ * typo (lt_close_enough) and not the same name. */
 static bool suggest(lt_registry *r, lt_kind kind, const char *target, char *out, size_t len) {
-    nearest n = {target, "", 1 << 20};
+    nearest n = {target, "", INT_MAX};
     name_walk w = {kind, keep_nearest, &n};
     registry_each_file(r, visit_name, &w);
-    int tl = (int)strlen(target);
-    if (!n.best[0] || n.dist == 0 || n.dist >= tl || (n.dist > 2 && 3 * n.dist > tl)) return false;
+    if (!n.best[0] || n.dist == 0 || !lt_close_enough(target, n.dist)) return false;
     snprintf(out, len, "%s", n.best);
     return true;
 }

@@ -55,7 +55,6 @@ void registry_lower(char *dst, const char *src, size_t len);
 bool registry_parse_file_name(const char *file, uint32_t *kind, char *name, size_t len);
 lt_status registry_locate(lt_registry *r, lt_kind kind, const char *spec, registry_target *t,
                           char *err, size_t errlen);
-int registry_edit_distance(const char *a, const char *b);
 /* Comma-separated names of installed plugins of `kind` except `skip`. */
 void registry_installed_names(lt_registry *r, lt_kind kind, const char *skip, char *buf,
                               size_t len);

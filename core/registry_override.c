@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "config.h"
 #include "registry_internal.h"
 
 static const lt_hook_info *find_hook(lt_kind kind, const char *hook, char *err, size_t errlen) {
@@ -15,7 +16,7 @@ static const lt_hook_info *find_hook(lt_kind kind, const char *hook, char *err, 
     int dist = 1 << 20;
     for (size_t i = 0; i < n; i++) {
         if (!strcmp(h[i].name, hook)) return &h[i];
-        int d = registry_edit_distance(hook, h[i].name);
+        int d = lt_edit_distance(hook, h[i].name);
         if (d < dist) dist = d, best = i;
     }
     registry_err(err, errlen, "%s has no hook '%s'; did you mean '%s'?", lt_kind_name(kind), hook,

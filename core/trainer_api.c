@@ -6,8 +6,13 @@
 #include "store_server.h"
 
 lt_status lt_trainer_set_ckpt_path(lt_trainer *t, const char *path) {
-    if (!path || strlen(path) >= sizeof t->ckpt_path)
-        return lt_run_fail(&t->run, LT_ERR_INVALID, "checkpoint path is empty or too long");
+    if (!path || !*path)
+        return lt_run_fail(&t->run, LT_ERR_INVALID, "checkpoint path (--ckpt-path) is empty; "
+                           "name the .safetensors file to resume from or evaluate");
+    if (strlen(path) >= sizeof t->ckpt_path)
+        return lt_run_fail(&t->run, LT_ERR_INVALID, "checkpoint path (--ckpt-path) '%.64s...' is "
+                           "%zu bytes; paths up to %zu bytes are supported",
+                           path, strlen(path), sizeof t->ckpt_path - 1);
     snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s", path);
     return LT_OK;
 }

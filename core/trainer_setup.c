@@ -1,10 +1,13 @@
 /* lt_trainer_new: resolves the config (defaults < INI < env < flags), picks and
  * loads every plugin it names, declares their parameters, and validates. */
 #include <ctype.h>
+#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "trainer_internal.h"
 #include "launch.h"
@@ -242,12 +245,34 @@ static lt_status load_config(lt_run *r, const lt_trainer_args *a) {
     return LT_OK;
 }
 
+/* A plugin directory the user named must exist: a typo would otherwise show
+ * up later as "plugin not found", or never (when the install directory has
+ * the plugins too). `what` names the setting. LT_PLUGIN_PATH entries and the
+ * install directory may be missing, like PATH entries. */
+static lt_status add_plugin_dir(lt_run *r, const char *dir, const char *what) {
+    lt_status st = lt_registry_add_dir(r->registry, dir);
+    if (st == LT_OK) return LT_OK;
+    if (st == LT_ERR_NOMEM) return lt_run_fail(r, st, "out of memory");
+    struct stat sb;
+    const char *why = stat(dir, &sb) ? strerror(errno) : "not a directory";
+    return lt_run_fail(r, st, "%s: %s; name an existing directory of liblt-<kind>-<name>.so plugins",
+                       what, why);
+}
+
 static lt_status setup_registry(lt_run *r, const lt_trainer_args *a) {
     r->registry = lt_registry_new();
     if (!r->registry) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < a->nplugin_dirs; i++) lt_registry_add_dir(r->registry, a->plugin_dirs[i]);
+    char what[1400];
+    for (int i = 0; i < a->nplugin_dirs; i++) {
+        snprintf(what, sizeof what, "--plugin-dir '%.1024s'", a->plugin_dirs[i]);
+        LT_CHECK(add_plugin_dir(r, a->plugin_dirs[i], what));
+    }
     const char *d = lt_config_value(r->config, "trainer", "plugin_dir");
-    if (d && *d) lt_registry_add_dir(r->registry, d);
+    if (d && *d) {
+        snprintf(what, sizeof what, "trainer.plugin_dir = '%.1024s' (%.300s)", d,
+                 lt_config_origin(r->config, "trainer", "plugin_dir"));
+        LT_CHECK(add_plugin_dir(r, d, what));
+    }
     lt_registry_add_default_dirs(r->registry);
     return LT_OK;
 }
@@ -297,15 +322,24 @@ static lt_status resolve(lt_trainer *t, const lt_trainer_args *a) {
     return LT_OK;
 }
 
+/* The oldest lt_trainer_args: every field up to nplugin_dirs. */
+#define ARGS_MIN_SIZE (offsetof(lt_trainer_args, nplugin_dirs) + sizeof(int))
+
 lt_status lt_trainer_new(const lt_trainer_args *args, lt_trainer **out, char *err, size_t errlen) {
     *out = NULL;
-    if (!args || args->struct_size < offsetof(lt_trainer_args, ignore_env)) {
-        snprintf(err, errlen, "lt_trainer_new: args is NULL or struct_size is wrong");
+    if (!args || args->struct_size < ARGS_MIN_SIZE) {
+        snprintf(err, errlen, "lt_trainer_new: args is NULL or args->struct_size (%u) is below the "
+                 "%zu bytes of the oldest lt_trainer_args; set struct_size = sizeof(lt_trainer_args)",
+                 args ? (unsigned)args->struct_size : 0u, (size_t)ARGS_MIN_SIZE);
         return LT_ERR_INVALID;
     }
+    /* Only the bytes the caller has: a field past its struct_size (an older
+     * caller's struct ends before ignore_env) reads as zero. */
+    lt_trainer_args a = {0};
+    memcpy(&a, args, args->struct_size < sizeof a ? args->struct_size : sizeof a);
     lt_trainer *t = calloc(1, sizeof *t);
     if (!t) { snprintf(err, errlen, "out of memory"); return LT_ERR_NOMEM; }
-    lt_status st = resolve(t, args);
+    lt_status st = resolve(t, &a);
     if (st != LT_OK) {
         snprintf(err, errlen, "%s", t->run.error);
         lt_trainer_free(t);
@@ -329,7 +363,6 @@ lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out) {
     lt_ctx c = r->env.ctx;
     lt_status st = LT_ENV(r)->creates_processes_externally(&c, &external);
     if (st != LT_OK) return st;
-    out->spawn = r->launch == LT_LAUNCH_SPAWN && !external;
     out->launch = r->launch == LT_LAUNCH_SUBPROCESS && !external;
     out->nproc_per_node = r->devices.count;
     int64_t v = 1;
@@ -354,10 +387,11 @@ lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out) {
     const char *dirpath = cfg(r, "checkpoint", "dirpath");
     if (*dirpath) snprintf(out->ckpt_dir, sizeof out->ckpt_dir, "%s", dirpath);
     else snprintf(out->ckpt_dir, sizeof out->ckpt_dir, "%.900s/checkpoints", cfg(r, "trainer", "default_root_dir"));
-    if (out->num_nodes < 1) {
-        lt_set_error(NULL, "trainer.num_nodes = %d must be >= 1", out->num_nodes);
-        return LT_ERR_INVALID;
-    }
+    /* num_nodes >= 1, the port and the other ranges were checked by
+     * lt_config_validate; what is left involves two keys, and matters only
+     * when lt starts the processes: under srun, mpirun or torchrun the
+     * environment plugin gives the node and the port. */
+    if (external) return LT_OK;
     if (out->node_rank < 0 || out->node_rank >= out->num_nodes) {
         lt_set_error(NULL, "launcher.node_rank = %d must be in [0, %d) (num_nodes = %d)", out->node_rank, out->num_nodes, out->num_nodes);
         return LT_ERR_INVALID;

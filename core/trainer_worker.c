@@ -82,7 +82,7 @@ lt_status lt_run_read_world(lt_run *r) {
 static bool parse_seed(const char *v, uint64_t *out) {
     char *end;
     errno = 0;
-    *out = strtoull(v, &end, 0);
+    *out = strtoull(v, &end, 10); /* base 10, as the config validates it */
     return *v && *v != '-' && !*end && !errno;
 }
 

@@ -1,6 +1,7 @@
 /* Flags: Lightning's Trainer arguments as --kebab-case, torchrun's names as
  * aliases, and --set for anything else. Each becomes a config assignment at
  * command-line precedence, remembering the flag it came from. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,7 +118,7 @@ static const char *suggest_flag(const char *arg) {
                                   "--test", "--no-test", "--check", "--print-config",
                                   "--list-plugins", "--help-plugin", "--version", "--help"};
     const char *best = NULL;
-    int bd = 4;
+    int bd = INT_MAX;
     char name[128];
     snprintf(name, sizeof name, "%s", arg);
     char *eq = strchr(name, '=');
@@ -130,7 +131,7 @@ static const char *suggest_flag(const char *arg) {
         int d = lt_edit_distance(name, flags[i].flag);
         if (d < bd) { bd = d; best = flags[i].flag; }
     }
-    return best;
+    return best && lt_close_enough(name, bd) ? best : NULL;
 }
 
 int ltrun_parse_args(int argc, char **argv, ltrun_args *a) {

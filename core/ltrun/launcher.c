@@ -35,6 +35,10 @@ extern char **environ;
 #define REAP_S 2.0  /* after SIGKILL: the 5 s promised in total */
 #define SEED_KEY "ltrun/seed"
 #define RESUME_KEY "ltrun/resume/%d"
+/* Worker exit statuses: 2 = ltrun refused its configuration or input (as
+ * core/ltrun/main.c's EXIT_REFUSED), 127 = the worker could not be executed. */
+#define EXIT_REFUSED 2
+#define EXIT_NO_EXEC 127
 
 typedef struct worker {
     pid_t pid;
@@ -139,11 +143,7 @@ static int start_store(launcher *L) {
     const char *addr = in->master_addr[0] ? in->master_addr : "127.0.0.1";
     bool local = false;
     if (addr_is_local(addr, &local)) return -1;
-    int port = in->master_port;
-    if (port == 0 && in->num_nodes > 1) {
-        say("error: several nodes need an agreed port: set --master-port (launcher.master_port) on every node");
-        return -1;
-    }
+    int port = in->master_port; /* 0 only on one node: lt_trainer_launch_info checked */
     if (!getenv("LT_RDZV_TOKEN") || !*getenv("LT_RDZV_TOKEN")) {
         /* One node: nobody else needs to join, so a random token keeps other
          * local users out of the store. Several nodes share the user's. */
@@ -437,14 +437,14 @@ static int start_group(launcher *L, int restart, const char *resume) {
             /* Only async-signal-safe calls from here to exec. */
             sigprocmask(SIG_SETMASK, &L->oldmask, NULL);
             prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphans, even if ltrun is killed */
-            if (getppid() != parent) _exit(127);
+            if (getppid() != parent) _exit(EXIT_NO_EXEC);
             fcntl(L->slot_fd, F_SETFD, 0);
             if (do_bind) sched_setaffinity(0, sizeof bind, &bind);
             execve("/proc/self/exe", args, e.envp);
             static const char msg[] = "ltrun: worker: cannot execute /proc/self/exe\n";
             ssize_t wr = write(2, msg, sizeof msg - 1);
             (void)wr;
-            _exit(127);
+            _exit(EXIT_NO_EXEC);
         }
         int err = errno;
         env_free(&e);
@@ -460,6 +460,18 @@ static int start_group(launcher *L, int restart, const char *resume) {
     free(args);
     if (rc) stop_group(L, SIGKILL);
     return rc;
+}
+
+/* Whether restarting the group is pointless after this failure: the worker
+ * could not be executed at all, or it exited with ltrun's "refused its
+ * configuration or input" status before training started or after it
+ * finished (during training a failure may be transient, and a restart
+ * resumes from the checkpoint). */
+static bool cannot_cure(const outcome *o) {
+    if (!WIFEXITED(o->status)) return false;
+    int code = WEXITSTATUS(o->status);
+    bool training = o->at.phase == LT_PHASE_TRAIN || o->at.phase == LT_PHASE_FAILED;
+    return code == EXIT_NO_EXEC || (code == EXIT_REFUSED && !training);
 }
 
 static void report(launcher *L, const outcome *o) {
@@ -540,12 +552,12 @@ int ltrun_launch(const lt_launch_info *info, char **argv) {
     clock_gettime(CLOCK_REALTIME, &L.started);
     if (gethostname(L.host, sizeof L.host - 1)) snprintf(L.host, sizeof L.host, "?");
     snprintf(L.store_host, sizeof L.store_host, "%s", info->master_addr[0] ? info->master_addr : "127.0.0.1");
-    int cores = usable_cores();
-    L.threads = cores / L.nproc > 1 ? cores / L.nproc : 1;
     if (L.nproc < 1) {
         say("error: trainer.devices gives %d processes per node; need at least 1", L.nproc);
         return 1;
     }
+    int cores = usable_cores();
+    L.threads = cores / L.nproc > 1 ? cores / L.nproc : 1;
     /* A signal ignored since ltrun started stays ignored, for the workers
      * too (they inherit it): nohup's SIGHUP, SIGINT of a background job. */
     sigemptyset(&L.stop_sigs);
@@ -598,6 +610,13 @@ int ltrun_launch(const lt_launch_info *info, char **argv) {
         report(&L, &o);
         rc = WIFSIGNALED(o.status) ? 128 + WTERMSIG(o.status) : 1;
         if (restart >= info->max_restarts) break;
+        if (cannot_cure(&o)) {
+            say("not restarting (launcher.max_restarts = %d): rank %d %s, which a restart would repeat; fix the error it printed above",
+                info->max_restarts, info->node_rank * L.nproc + o.local,
+                WEXITSTATUS(o.status) == EXIT_NO_EXEC ? "could not be executed"
+                                                      : "refused its configuration or input (exit status 2)");
+            break;
+        }
         if (resume_path(&L, restart + 1, resume, sizeof resume)) {
             rc = 1;
             break;

@@ -1,14 +1,32 @@
 /* --list-plugins and --help-plugin. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include "args.h"
 #include "registry.h"
 
+/* NULL after printing why: out of memory, or a --plugin-dir that is not a
+ * directory (LT_PLUGIN_PATH entries may be missing, like PATH entries). */
 static lt_registry *open_registry(const ltrun_args *a) {
     lt_registry *r = lt_registry_new();
-    if (!r) return NULL;
-    for (int i = 0; i < a->nplugin_dirs; i++) lt_registry_add_dir(r, a->plugin_dirs[i]);
+    if (!r) {
+        fprintf(stderr, "ltrun: error: out of memory\n");
+        return NULL;
+    }
+    for (int i = 0; i < a->nplugin_dirs; i++) {
+        lt_status st = lt_registry_add_dir(r, a->plugin_dirs[i]);
+        if (st == LT_OK) continue;
+        struct stat sb;
+        const char *why = st == LT_ERR_NOMEM              ? "out of memory"
+                          : stat(a->plugin_dirs[i], &sb) ? strerror(errno)
+                                                         : "not a directory";
+        fprintf(stderr, "ltrun: error: --plugin-dir '%s': %s; name an existing directory of "
+                "liblt-<kind>-<name>.so plugins\n", a->plugin_dirs[i], why);
+        lt_registry_free(r);
+        return NULL;
+    }
     lt_registry_add_default_dirs(r);
     return r;
 }

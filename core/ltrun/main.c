@@ -6,6 +6,24 @@
 #include "launcher.h"
 #include "lt/trainer.h"
 
+/* Exit status 2: ltrun refused its arguments, configuration or inputs (as for
+ * a bad flag, see args.h). A worker that exits 2 before training started
+ * tells the launcher that a restart would fail the same way (launcher.c,
+ * cannot_cure). Anything else that fails is 1. */
+#define EXIT_REFUSED 2
+
+static int exit_status(lt_status st) {
+    switch (st) {
+    case LT_ERR_INVALID:     /* a value or input that does not work */
+    case LT_ERR_NOT_FOUND:   /* a plugin, file or device that is not there */
+    case LT_ERR_ABI:         /* a plugin built for another ABI */
+    case LT_ERR_UNSUPPORTED: /* a valid request this build or plugin does not do */
+        return EXIT_REFUSED;
+    default:
+        return 1;
+    }
+}
+
 static int run_stages(lt_trainer *t, const ltrun_args *a) {
     lt_status st = LT_OK;
     if (a->ckpt_path) st = lt_trainer_set_ckpt_path(t, a->ckpt_path);
@@ -20,7 +38,7 @@ static int run_stages(lt_trainer *t, const ltrun_args *a) {
     }
     if (st != LT_OK) {
         fprintf(stderr, "ltrun: error: %s\n", lt_trainer_error(t));
-        return 1;
+        return exit_status(st);
     }
     return 0;
 }
@@ -39,10 +57,11 @@ int main(int argc, char **argv) {
         .set_origins = a.origins, .plugin_dirs = a.plugin_dirs, .nplugin_dirs = a.nplugin_dirs};
     char err[2048];
     lt_trainer *t;
-    if (lt_trainer_new(&ta, &t, err, sizeof err) != LT_OK) {
+    lt_status st = lt_trainer_new(&ta, &t, err, sizeof err);
+    if (st != LT_OK) {
         fprintf(stderr, "ltrun: error: %s\n", err);
         ltrun_args_free(&a);
-        return 1;
+        return exit_status(st);
     }
     if (a.print_config) {
         lt_trainer_print_config(t, stdout);
@@ -59,11 +78,12 @@ int main(int argc, char **argv) {
     /* ddp and friends: this process only starts and watches the workers,
      * which run this program again and find LOCAL_RANK set. */
     lt_launch_info info;
-    if (lt_trainer_launch_info(t, &info) != LT_OK) {
+    st = lt_trainer_launch_info(t, &info);
+    if (st != LT_OK) {
         fprintf(stderr, "ltrun: error: %s\n", lt_last_error(NULL));
         lt_trainer_free(t);
         ltrun_args_free(&a);
-        return 1;
+        return exit_status(st);
     }
     if (info.launch) {
         printf("lt: %s\n", lt_trainer_summary(t));

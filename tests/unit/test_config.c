@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "cunit_run.h"
 #include "config.h"
+#include "ctx.h"
 
 static char tmpdir[] = "/tmp/lt_test_config.XXXXXX";
 static char *written[64];
@@ -583,6 +584,180 @@ static void test_declare(void) {
     lt_config_free(c);
 }
 
+/* Core keys with fixed choices or a range refuse other values in validate
+ * (so ltrun --check does), in one line naming key, value, origin and what is
+ * allowed. */
+static void test_rules(void) {
+    struct {
+        const char *assignment, *message;
+    } bad[] = {
+        {"checkpoint.mode=maxx", "checkpoint.mode = 'maxx' (flag --x) is not allowed; use min or max"},
+        {"trainer.gradient_clip_algorithm=foo",
+         "trainer.gradient_clip_algorithm = 'foo' (flag --x) is not allowed; use norm"},
+        {"trainer.gradient_clip_algorithm=value", "use norm"},
+        {"trainer.log_level=verbose",
+         "trainer.log_level = 'verbose' (flag --x) is not allowed; use error, warn, warning, info or debug"},
+        {"scheduler.name=linear", "use none, step or cosine"},
+        {"scheduler.interval=batch", "use epoch or step"},
+        {"optimizer.name=adam", "optimizer.name = 'adam' (flag --x) is not allowed; use sgd or adamw"},
+        {"optimizer.lr_scaling=cubic", "use none, linear or sqrt"},
+        {"trainer.num_nodes=0", "trainer.num_nodes = 0 (flag --x) must be in [1, 2147483647]"},
+        {"trainer.num_nodes=2147483648", "must be in [1, 2147483647]"},
+        {"launcher.master_port=70000", "launcher.master_port = 70000 (flag --x) must be in [0, 65535]"},
+        {"launcher.master_port=-1", "must be in [0, 65535]"},
+        {"launcher.max_restarts=-3", "launcher.max_restarts = -3 (flag --x) must be in [0, "},
+        {"launcher.rdzv_timeout_s=99999999",
+         "launcher.rdzv_timeout_s = 99999999 (flag --x) must be in [1, 2000000]"},
+        {"launcher.rdzv_timeout_s=0", "must be in [1, 2000000]"},
+        {"launcher.node_rank=-1", "launcher.node_rank = -1 (flag --x) must be in [0, "},
+        {"strategy.timeout_s=0", "strategy.timeout_s = 0 (flag --x) must be in [1, 2000000]"},
+        {"trainer.accumulate_grad_batches=0", "trainer.accumulate_grad_batches = 0 (flag --x) must be in [1, "},
+        {"trainer.max_epochs=-2", "trainer.max_epochs = -2 (flag --x) must be >= -1; -1 = no limit"},
+        {"trainer.max_steps=-5", "must be >= -1"},
+        {"trainer.log_every_n_steps=0", "must be >= 1"},
+        {"trainer.gradient_clip_val=-1", "must be >= 0; 0 = off"},
+        {"trainer.seed=abc", "trainer.seed = 'abc' (flag --x) is not an integer; empty = a random seed"},
+        {"trainer.seed=1.5", "is not an integer"},
+        {"trainer.seed=-1", "trainer.seed = -1 (flag --x) must be >= 0"},
+        {"trainer.limit_train_batches=all", "trainer.limit_train_batches = 'all' (flag --x) is not a number"},
+        {"trainer.limit_val_batches=-1", "trainer.limit_val_batches = -1 (flag --x) must be >= 0"},
+        {"trainer.default_root_dir=", "trainer.default_root_dir = '' (flag --x) must not be empty; use ."},
+        {"data.batch_size=0", "data.batch_size = 0 (flag --x) must be >= 1"},
+        {"data.prefetch=65", "must be in [2, 64]"},
+        {"data.normalize_std=0", "data.normalize_std = 0 (flag --x) must be > 0"},
+        {"optimizer.beta2=1", "optimizer.beta2 = 1 (flag --x) must be in [0, 1)"},
+        {"optimizer.lr=-0.1", "optimizer.lr = -0.1 (flag --x) must be >= 0"},
+        {"checkpoint.save_top_k=-2", "must be >= -1; -1 = keep all"},
+        {"scheduler.gamma=0", "scheduler.gamma = 0 (flag --x) must be > 0"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        lt_config *c = lt_config_new();
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        CU_ASSERT_EQUAL(lt_config_set_arg(c, bad[k].assignment, "flag --x", err, sizeof err), LT_OK);
+        err[0] = 0;
+        CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
+        ASSERT_CONTAINS(err, bad[k].message);
+        ASSERT_ONE_LINE(err);
+        lt_config_free(c);
+    }
+
+    const char *good[] = {
+        "checkpoint.mode=MAX", "checkpoint.mode=min", "trainer.log_level=Warning",
+        "trainer.log_level=debug", "trainer.num_nodes=1", "launcher.master_port=0",
+        "launcher.master_port=65535", "launcher.max_restarts=0", "launcher.rdzv_timeout_s=2000000",
+        "trainer.seed=", "trainer.seed=0", "trainer.seed=42", "trainer.limit_train_batches=0.25",
+        "trainer.limit_val_batches=0", "trainer.limit_test_batches=300", "trainer.max_epochs=-1",
+        "optimizer.beta1=0", "scheduler.name=cosine", "scheduler.interval=STEP",
+        "optimizer.lr_scaling=sqrt", "trainer.default_root_dir=.",
+    };
+    lt_config *c = lt_config_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        CU_ASSERT_EQUAL(lt_config_set_arg(c, good[k], NULL, err, sizeof err), LT_OK);
+        err[0] = 0;
+        CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_OK);
+        if (err[0]) fprintf(stderr, "\n  %s refused: %s", good[k], err);
+    }
+    lt_config_free(c);
+}
+
+/* Every core key's default passes its own rule when set explicitly. */
+static void test_defaults_obey_rules(void) {
+    lt_config *c = lt_config_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    lt_config_print(c, f);
+    fclose(f);
+    int n = 0;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"), n++) {
+        char *eq = strstr(line, " = "), *paren = strstr(line, "  (default)");
+        CU_ASSERT_FATAL(eq && paren);
+        *eq = 0;
+        *paren = 0;
+        char assignment[512];
+        snprintf(assignment, sizeof assignment, "%s=%s", line, eq + 3);
+        CU_ASSERT_EQUAL(lt_config_set_arg(c, assignment, NULL, err, sizeof err), LT_OK);
+    }
+    CU_ASSERT_TRUE(n > 60);
+    err[0] = 0;
+    CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_OK);
+    if (err[0]) fprintf(stderr, "\n  a default breaks its rule: %s", err);
+    free(buf);
+    lt_config_free(c);
+}
+
+/* Keys nothing read are gone (unknown key, like any typo); trainer.deterministic
+ * stays, documented as accepted because lt is always deterministic. */
+static void test_removed_keys(void) {
+    const char *gone[] = {"trainer.val_check_interval=0.5", "trainer.auto_select_gpus=true",
+                          "data.num_workers=4", "checkpoint.every_n_epochs=2",
+                          "checkpoint.filename=best"};
+    for (size_t k = 0; k < sizeof gone / sizeof gone[0]; k++) {
+        lt_config *c = lt_config_new();
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        CU_ASSERT_EQUAL(lt_config_set_arg(c, gone[k], NULL, err, sizeof err), LT_OK);
+        CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
+        char want[128];
+        snprintf(want, sizeof want, "unknown key '%.*s'", (int)strcspn(strchr(gone[k], '.') + 1, "="),
+                 strchr(gone[k], '.') + 1);
+        ASSERT_CONTAINS(err, want);
+        ASSERT_ONE_LINE(err);
+        lt_config_free(c);
+    }
+    lt_config *c = lt_config_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    ASSERT_CONTAINS(lt_config_help(c, "trainer", "deterministic"), "always deterministic");
+    CU_ASSERT_EQUAL(lt_config_set_arg(c, "trainer.deterministic=true", NULL, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_OK);
+    lt_config_free(c);
+}
+
+/* Plugin parameters read with lt_param_* mean what validation accepted. */
+static void test_param_readers(void) {
+    lt_config *c = lt_config_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(lt_config_declare(c, "strategy.ddp", "buckets", LT_PARAM_INT, "3", ""), LT_OK);
+    CU_ASSERT_EQUAL(lt_config_declare(c, "strategy.ddp", "cap", LT_PARAM_FLOAT, "1", ""), LT_OK);
+    CU_ASSERT_EQUAL(lt_config_declare(c, "strategy.ddp", "overlap", LT_PARAM_BOOL, "no", ""), LT_OK);
+    CU_ASSERT_EQUAL(lt_config_set_arg(c, "strategy.ddp.buckets=010", NULL, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(lt_config_set_arg(c, "strategy.ddp.cap=2.5", NULL, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(lt_config_set_arg(c, "strategy.ddp.overlap=On", NULL, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_OK);
+    int64_t checked = 0;
+    CU_ASSERT_EQUAL(lt_config_int(c, "strategy.ddp", "buckets", &checked, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(checked, 10);
+    lt_ctx ctx;
+    lt_ctx_init(&ctx, LT_KIND_STRATEGY, "ddp", NULL, c);
+    CU_ASSERT_EQUAL(lt_param_int(&ctx, "buckets", -1), 10); /* not octal 8 */
+    CU_ASSERT_DOUBLE_EQUAL(lt_param_float(&ctx, "cap", -1), 2.5, 0);
+    CU_ASSERT_TRUE(lt_param_bool(&ctx, "overlap", false));
+    CU_ASSERT_EQUAL(lt_param_int(&ctx, "missing", 7), 7);
+    /* [model] is open: an undeclared value validation never saw. Hex and
+     * trailing junk are not integers to the config, so the default wins. */
+    lt_ctx mod;
+    lt_ctx_init(&mod, LT_KIND_MODULE, "mlp", NULL, c);
+    CU_ASSERT_EQUAL(lt_config_set_arg(c, "model.width=0x10", NULL, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(lt_param_int(&mod, "width", 5), 5);
+    CU_ASSERT_EQUAL(lt_config_set_arg(c, "model.depth=012", NULL, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(lt_param_int(&mod, "depth", 5), 12);
+    ASSERT_STR(lt_param_str(&mod, "width", "none"), "0x10");
+    ASSERT_STR(lt_param_str(&mod, "nothing", "none"), "none");
+    lt_config_free(c);
+}
+
+/* One rule for "did you mean": a couple of edits, or a third of a long name. */
+static void test_close_enough(void) {
+    CU_ASSERT_TRUE(lt_close_enough("ddp", 1));
+    CU_ASSERT_FALSE(lt_close_enough("ddp", 3));
+    CU_ASSERT_TRUE(lt_close_enough("max_epochz", 2));
+    CU_ASSERT_TRUE(lt_close_enough("gradient_clip_algo", 6));
+    CU_ASSERT_FALSE(lt_close_enough("gradient_clip_algo", 7));
+    CU_ASSERT_FALSE(lt_close_enough("", 0));
+}
+
 static void test_edit_distance(void) {
     CU_ASSERT_EQUAL(lt_edit_distance("", ""), 0);
     CU_ASSERT_EQUAL(lt_edit_distance("abc", ""), 3);
@@ -617,6 +792,11 @@ int main(void) {
         {"print", test_print},
         {"declare", test_declare},
         {"edit distance", test_edit_distance},
+        {"choices and ranges of core keys", test_rules},
+        {"defaults obey their rules", test_defaults_obey_rules},
+        {"removed keys are unknown", test_removed_keys},
+        {"lt_param_* parse like the config", test_param_readers},
+        {"close enough to suggest", test_close_enough},
     };
     for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
         if (!CU_add_test(s, tests[i].name, tests[i].fn)) s = NULL;

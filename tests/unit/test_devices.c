@@ -1,5 +1,4 @@
-/* Lightning's `devices` semantics on gpu and cpu, each error's message, and
- * auto_select_gpus. */
+/* Lightning's `devices` semantics on gpu and cpu, and each error's message. */
 #include <CUnit/Basic.h>
 #include <stdio.h>
 #include <string.h>
@@ -125,51 +124,6 @@ static void test_bad_arguments(void) {
     CU_ASSERT_EQUAL(lt_devices_parse("2", "gpu", 4, &out, NULL, 0), LT_OK);
 }
 
-/* Busy devices are bits of *user. */
-static bool busy(void *user, int dev) { return (*(unsigned *)user >> dev) & 1u; }
-
-static void test_auto_select(void) {
-    lt_device_list out = {0};
-    unsigned mask = 0x5; /* 0 and 2 busy */
-    CU_ASSERT_EQUAL(lt_devices_auto_select(2, 4, busy, &mask, &out, err, sizeof err), LT_OK);
-    CU_ASSERT_EQUAL(out.count, 2);
-    CU_ASSERT_EQUAL(out.ids[0], 1);
-    CU_ASSERT_EQUAL(out.ids[1], 3);
-    CU_ASSERT_EQUAL(lt_devices_auto_select(1, 4, busy, &mask, &out, err, sizeof err), LT_OK);
-    CU_ASSERT_EQUAL(out.count, 1);
-    CU_ASSERT_EQUAL(out.ids[0], 1);
-
-    CU_ASSERT_EQUAL(lt_devices_auto_select(3, 4, busy, &mask, &out, err, sizeof err),
-                    LT_ERR_INVALID);
-    ASSERT_CONTAINS(err, "auto_select_gpus: need 3 free GPUs but only 2 of 4 are free "
-                         "(busy: 0, 2); lower devices or free a GPU");
-    CU_ASSERT_EQUAL(lt_devices_auto_select(-1, 4, busy, &mask, &out, err, sizeof err),
-                    LT_ERR_INVALID);
-    ASSERT_CONTAINS(err, "need 4 free GPUs");
-
-    unsigned none = 0;
-    CU_ASSERT_EQUAL(lt_devices_auto_select(-1, 4, busy, &none, &out, err, sizeof err), LT_OK);
-    CU_ASSERT_EQUAL(out.count, 4);
-    for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(out.ids[i], i);
-    CU_ASSERT_EQUAL(lt_devices_auto_select(2, 4, NULL, NULL, &out, err, sizeof err), LT_OK);
-    CU_ASSERT_EQUAL(out.count, 2);
-    CU_ASSERT_EQUAL(out.ids[1], 1);
-
-    CU_ASSERT_EQUAL(lt_devices_auto_select(0, 4, NULL, NULL, &out, err, sizeof err),
-                    LT_ERR_INVALID);
-    ASSERT_CONTAINS(err, "devices=0 is not a valid number of GPUs");
-    CU_ASSERT_EQUAL(lt_devices_auto_select(5, 4, NULL, NULL, &out, err, sizeof err),
-                    LT_ERR_INVALID);
-    ASSERT_CONTAINS(err, "use 1 to 4 or -1 for all");
-    CU_ASSERT_EQUAL(lt_devices_auto_select(1, 0, NULL, NULL, &out, err, sizeof err),
-                    LT_ERR_INVALID);
-    ASSERT_CONTAINS(err, "no GPUs are available");
-    unsigned all = 0xf;
-    CU_ASSERT_EQUAL(lt_devices_auto_select(1, 4, busy, &all, &out, err, sizeof err),
-                    LT_ERR_INVALID);
-    ASSERT_CONTAINS(err, "only 0 of 4 are free (busy: 0, 1, 2, 3)");
-}
-
 int main(void) {
     if (CU_initialize_registry() != CUE_SUCCESS) return (int)CU_get_error();
     CU_pSuite s = CU_add_suite("devices", NULL, NULL);
@@ -182,7 +136,6 @@ int main(void) {
         {"cpu", test_cpu},
         {"gpu: errors", test_gpu_errors},
         {"bad arguments", test_bad_arguments},
-        {"auto_select_gpus", test_auto_select},
     };
     for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
         if (!CU_add_test(s, tests[i].name, tests[i].fn)) s = NULL;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,6 +457,85 @@ static void test_empty_data_dir(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "train-images-idx3-ubyte.gz"));
 }
 
+/* A plugin directory the user named must exist: --plugin-dir (plugin_dirs)
+ * and trainer.plugin_dir, each named with where it came from. */
+static void test_missing_plugin_dir(void) {
+    sets s;
+    base_sets(&s, g_tmp, NULL);
+    static const char *const dirs[] = {"/nonexistent-lt-plugins", LT_TEST_PLUGIN_DIR};
+    lt_trainer_args a = {.struct_size = sizeof a, .sets = s.ptr, .nsets = s.n,
+                         .plugin_dirs = dirs, .nplugin_dirs = 2, .ignore_env = true};
+    lt_trainer *t = NULL;
+    char err[2048] = "";
+    lt_status st = lt_trainer_new(&a, &t, err, sizeof err);
+    printf("\n  --plugin-dir /nonexistent-lt-plugins: status %d: %s", st, err);
+    CU_ASSERT(st == LT_ERR_NOT_FOUND && t == NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--plugin-dir '/nonexistent-lt-plugins': No such file or directory"));
+    CU_ASSERT_PTR_NULL(strchr(err, '\n'));
+    lt_trainer_free(t);
+    expect_new_fails("trainer.plugin_dir=/nonexistent-lt-plugins", "trainer.plugin_dir=/nonexistent-lt-plugins",
+                     "trainer.plugin_dir = '/nonexistent-lt-plugins' (--set): No such file or directory");
+    expect_new_fails("trainer.plugin_dir=/dev/null", "trainer.plugin_dir=/dev/null",
+                     "trainer.plugin_dir = '/dev/null' (--set): not a directory");
+}
+
+/* A caller's struct that ends before ignore_env: the field is not read (it
+ * is false), so LT_* variables apply; here one with a misspelt key. */
+static void test_short_args_struct(void) {
+    sets s;
+    base_sets(&s, g_tmp, NULL);
+    static const char *const dirs[] = {LT_TEST_PLUGIN_DIR};
+    lt_trainer_args *a = calloc(1, sizeof *a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    *a = (lt_trainer_args){.struct_size = offsetof(lt_trainer_args, ignore_env), .sets = s.ptr,
+                           .nsets = s.n, .plugin_dirs = dirs, .nplugin_dirs = 1};
+    /* The bytes past struct_size belong to the caller: pretend they hold true. */
+    memset((char *)a + offsetof(lt_trainer_args, ignore_env), 1,
+           sizeof *a - offsetof(lt_trainer_args, ignore_env));
+    setenv("LT_TRAINER__MAX_EPOCHZ", "3", 1);
+    lt_trainer *t = NULL;
+    char err[2048] = "";
+    lt_status st = lt_trainer_new(a, &t, err, sizeof err);
+    unsetenv("LT_TRAINER__MAX_EPOCHZ");
+    printf("\n  struct_size up to ignore_env: status %d: %s", st, err);
+    CU_ASSERT(st == LT_ERR_INVALID && t == NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "env LT_TRAINER__MAX_EPOCHZ"));
+    lt_trainer_free(t);
+    t = NULL;
+    a->struct_size = offsetof(lt_trainer_args, nplugin_dirs);
+    st = lt_trainer_new(a, &t, err, sizeof err);
+    printf("\n  struct_size without nplugin_dirs: status %d: %s", st, err);
+    CU_ASSERT(st == LT_ERR_INVALID && t == NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "struct_size"));
+    free(a);
+}
+
+static void test_empty_paths(void) {
+    sets s;
+    base_sets(&s, g_tmp, NULL);
+    lt_trainer *t = NULL;
+    char err[2048] = "";
+    lt_status st = make_trainer(&s, &t, err, sizeof err);
+    CU_ASSERT_EQUAL_FATAL(st, LT_OK);
+    st = lt_trainer_set_ckpt_path(t, "");
+    printf("\n  lt_trainer_set_ckpt_path(\"\"): status %d: %s", st, lt_trainer_error(t));
+    CU_ASSERT_EQUAL(st, LT_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lt_trainer_error(t), "empty"));
+    lt_trainer_free(t);
+    expect_new_fails("trainer.default_root_dir=", "trainer.default_root_dir=",
+                     "trainer.default_root_dir = '' (--set) must not be empty; use . for the current directory");
+}
+
+/* A value the workers would refuse is refused when the trainer is made
+ * (what ltrun --check and the launcher run before starting workers). */
+static void test_bad_values_refused_early(void) {
+    expect_new_fails("checkpoint.mode=maxx", "checkpoint.mode=maxx",
+                     "checkpoint.mode = 'maxx' (--set) is not allowed; use min or max");
+    expect_new_fails("launcher.rdzv_timeout_s=99999999", "launcher.rdzv_timeout_s=99999999",
+                     "launcher.rdzv_timeout_s = 99999999 (--set) must be in [1, 2000000]");
+    expect_new_fails("trainer.seed=abc", "trainer.seed=abc", "trainer.seed = 'abc' (--set) is not an integer");
+}
+
 /* ---- main ------------------------------------------------------------------------------- */
 
 static bool find_data(void) {
@@ -489,6 +569,10 @@ int main(void) {
     CU_add_test(s, "f. max_epochs/max_steps below -1 or both -1", test_bad_limits);
     CU_add_test(s, "f. empty data.dir names the file", test_empty_data_dir);
     CU_add_test(s, "f. unknown strategy", test_bad_strategy);
+    CU_add_test(s, "f. a plugin directory that does not exist", test_missing_plugin_dir);
+    CU_add_test(s, "f. args struct ending before ignore_env", test_short_args_struct);
+    CU_add_test(s, "f. empty checkpoint path and default_root_dir", test_empty_paths);
+    CU_add_test(s, "f. values the workers would refuse fail at lt_trainer_new", test_bad_values_refused_early);
     int rc = lt_cunit_run();
     nftw(g_tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return rc;
