@@ -1,14 +1,16 @@
-/* Defaults for optional hooks that need nothing beyond the plugin's own table.
+/* Defaults for optional hooks that need nothing beyond the plugin's own table
+ * and context (its config included).
  * Each runs with the plugin's context; ctx->desc is the resolved table, so a
  * default may call the plugin's other hooks. */
+#include <limits.h>
 #include <stdio.h>
 #include "ctx.h"
 #include "hooks_defaults.h"
 
-/* The environment does not know how many nodes the job spans, so the only
- * count it can vouch for is the world size: a single-node job (the case when
- * an environment leaves this hook out) has every process on this node.
- * Multi-node environments are expected to implement the hook. */
+/* lt/environment.h's promise: world_size / num_nodes, the processes spread
+ * evenly over the nodes. num_nodes is trainer.num_nodes from the context's
+ * config, read with the config's own rules; a context without a config (or a
+ * config without the key) is one node, where every process is local. */
 lt_status lt_default_env_local_world_size(lt_ctx *ctx, int *out) {
     const lt_environment_desc *env = ctx ? (const lt_environment_desc *)ctx->desc : NULL;
     if (!env || !env->world_size) {
@@ -16,7 +18,34 @@ lt_status lt_default_env_local_world_size(lt_ctx *ctx, int *out) {
                           "context; create the context with the resolved table");
         return LT_ERR_STATE;
     }
-    return env->world_size(ctx, out);
+    int64_t nodes = 1;
+    const char *origin = "default";
+    if (ctx->config && lt_config_value(ctx->config, "trainer", "num_nodes")) {
+        char why[256];
+        if (lt_config_int(ctx->config, "trainer", "num_nodes", &nodes, why, sizeof why) != LT_OK) {
+            lt_set_error(ctx, "%s; fix trainer.num_nodes", why);
+            return LT_ERR_INVALID;
+        }
+        origin = lt_config_origin(ctx->config, "trainer", "num_nodes");
+        if (nodes < 1 || nodes > INT_MAX) {
+            lt_set_error(ctx, "trainer.num_nodes = %lld (%s) is out of range (1..%d); fix "
+                              "trainer.num_nodes",
+                         (long long)nodes, origin, INT_MAX);
+            return LT_ERR_INVALID;
+        }
+    }
+    int world;
+    LT_CHECK(env->world_size(ctx, &world));
+    if (world % nodes != 0) {
+        lt_set_error(ctx, "the environment's world size %d is not a multiple of trainer.num_nodes "
+                          "= %lld (%s), so the processes cannot spread evenly over the nodes; set "
+                          "trainer.num_nodes to the number of nodes the job spans, with the same "
+                          "number of processes on each",
+                     world, (long long)nodes, origin);
+        return LT_ERR_INVALID;
+    }
+    *out = world / (int)nodes;
+    return LT_OK;
 }
 
 lt_status lt_default_backend_supports(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out) {

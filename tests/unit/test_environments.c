@@ -1,16 +1,18 @@
 /* Cluster environment plugins (lightning, torchelastic, slurm, mpi), loaded
- * from the plugin dir exactly as the core loads them, driven by setenv. Every
+ * from the plugin dir exactly as the core loads them (through the registry, so
+ * hooks a plugin leaves out take the core's defaults), driven by setenv. Every
  * case starts from an environment with all the variables any of them reads
  * removed, so the host's own SLURM or torchrun variables cannot leak in. */
 #include <CUnit/Basic.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cunit_run.h"
 #include "config.h"
 #include "ctx.h"
+#include "hooks_defaults.h"
 #include "lt/environment.h"
+#include "registry.h"
 
 static const char *const ALL_VARS[] = {
     "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "GROUP_RANK", "LOCAL_RANK",
@@ -39,24 +41,22 @@ static env_plugin LIGHTNING = {.name = "lightning"}, TORCHELASTIC = {.name = "to
                   SLURM = {.name = "slurm"}, MPI = {.name = "mpi"};
 static env_plugin *const PLUGINS[] = {&LIGHTNING, &TORCHELASTIC, &SLURM, &MPI};
 
-/* The descriptor named like its file, from the plugin's one entry point. */
+static lt_registry *REGISTRY;
+
+/* The resolved table, as the core would use it. */
 static const lt_environment_desc *load(const char *name) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/liblt-environment-%s.so", LT_TEST_PLUGIN_DIR, name);
-    void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!so) {
-        fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+    const lt_plugin_header *t = NULL;
+    char err[1024];
+    if (lt_registry_load(REGISTRY, LT_KIND_ENVIRONMENT, name, &t, err, sizeof err) != LT_OK) {
+        fprintf(stderr, "load %s: %s\n", name, err);
         return NULL;
     }
-    lt_plugin_entry_fn entry = (lt_plugin_entry_fn)dlsym(so, LT_PLUGIN_ENTRY_SYMBOL);
-    if (!entry) return NULL;
-    for (const lt_plugin_header *const *h = entry(); *h; h++)
-        if ((*h)->kind == LT_KIND_ENVIRONMENT && !strcmp((*h)->name, name))
-            return (const lt_environment_desc *)*h;
-    return NULL;
+    return (const lt_environment_desc *)t;
 }
 
 static int suite_init(void) {
+    REGISTRY = lt_registry_new();
+    if (!REGISTRY || lt_registry_add_dir(REGISTRY, LT_TEST_PLUGIN_DIR) != LT_OK) return -1;
     for (size_t i = 0; i < sizeof PLUGINS / sizeof *PLUGINS; i++) {
         env_plugin *p = PLUGINS[i];
         p->d = load(p->name);
@@ -64,6 +64,11 @@ static int suite_init(void) {
         lt_ctx_init(&p->ctx, LT_KIND_ENVIRONMENT, p->name, &p->d->hdr, NULL);
     }
     clear_env();
+    return 0;
+}
+
+static int suite_clean(void) {
+    lt_registry_free(REGISTRY);
     return 0;
 }
 
@@ -137,6 +142,11 @@ static void test_descriptors(void) {
                   d->world_size && d->global_rank && d->local_rank && d->node_rank &&
                   d->local_world_size);
     }
+    /* lightning has no local world size of its own: the core's default stands in. */
+    CU_ASSERT(LIGHTNING.d->local_world_size == lt_default_env_local_world_size);
+    CU_ASSERT(TORCHELASTIC.d->local_world_size != lt_default_env_local_world_size);
+    CU_ASSERT(SLURM.d->local_world_size != lt_default_env_local_world_size);
+    CU_ASSERT(MPI.d->local_world_size != lt_default_env_local_world_size);
 }
 
 /* With nothing set only the fallback claims the process. */
@@ -189,7 +199,6 @@ static void test_lightning_vars(void) {
     set("RANK", "5");
     set("NODE_RANK", "1");
     set("LOCAL_RANK", "1");
-    set("LOCAL_WORLD_SIZE", "4");
     EXPECT_INT(&LIGHTNING, score, 1);
     EXPECT_BOOL(&LIGHTNING, creates_processes_externally, true);
     EXPECT_ADDR(&LIGHTNING, "10.1.2.3");
@@ -198,14 +207,16 @@ static void test_lightning_vars(void) {
     EXPECT_INT(&LIGHTNING, global_rank, 5);
     EXPECT_INT(&LIGHTNING, local_rank, 1);
     EXPECT_INT(&LIGHTNING, node_rank, 1);
-    EXPECT_INT(&LIGHTNING, local_world_size, 4);
+    /* The core's default without a config: one node, all of the world local. */
+    EXPECT_INT(&LIGHTNING, local_world_size, 8);
     /* GROUP_RANK stands in for NODE_RANK, which wins when both are set. */
     set("GROUP_RANK", "3");
     EXPECT_INT(&LIGHTNING, node_rank, 1);
     unsetenv("NODE_RANK");
     EXPECT_INT(&LIGHTNING, node_rank, 3);
-    /* Without LOCAL_WORLD_SIZE and without a config: all on one node. */
-    unsetenv("LOCAL_WORLD_SIZE");
+    /* LOCAL_WORLD_SIZE is torchrun's (see torchelastic); lightning leaves the
+     * count to the core, which divides by trainer.num_nodes. */
+    set("LOCAL_WORLD_SIZE", "4");
     EXPECT_INT(&LIGHTNING, local_world_size, 8);
 }
 
@@ -229,11 +240,8 @@ static void test_lightning_invalid(void) {
     set("WORLD_SIZE", "0");
     EXPECT_ERR(&LIGHTNING, world_size, "WORLD_SIZE='0'");
     set("WORLD_SIZE", "4");
-    set("LOCAL_WORLD_SIZE", "8");
-    EXPECT_ERR(&LIGHTNING, local_world_size, "LOCAL_WORLD_SIZE='8'");
-    set("LOCAL_WORLD_SIZE", "2");
-    set("LOCAL_RANK", "2");
-    EXPECT_ERR(&LIGHTNING, local_rank, "LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2");
+    set("LOCAL_RANK", "4");
+    EXPECT_ERR(&LIGHTNING, local_rank, "LOCAL_RANK=4 is not below WORLD_SIZE=4");
     set("LOCAL_RANK", "1x");
     EXPECT_ERR(&LIGHTNING, local_rank, "LOCAL_RANK='1x'");
     set("NODE_RANK", "-3");
@@ -258,27 +266,76 @@ static void test_lightning_invalid(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(&LIGHTNING.ctx), "MASTER_ADDR"));
 }
 
-/* Without LOCAL_WORLD_SIZE the processes spread evenly over trainer.num_nodes. */
-static void test_lightning_num_nodes(void) {
+/* ---- the core's default local_world_size (lightning leaves the hook out) ---- */
+
+/* A lightning context reading `cfg` (NULL: none). */
+static env_plugin lightning_with(const lt_config *cfg) {
+    env_plugin p = {.name = "lightning", .d = LIGHTNING.d};
+    lt_ctx_init(&p.ctx, LT_KIND_ENVIRONMENT, p.name, &p.d->hdr, cfg);
+    return p;
+}
+
+static lt_config *config_with_nodes(const char *nodes) {
     char err[256];
     lt_config *cfg = lt_config_new();
     CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
-    CU_ASSERT_EQUAL_FATAL(lt_config_set(cfg, "trainer", "num_nodes", "2", LT_SRC_FLAG, "--num-nodes",
-                                        err, sizeof err), LT_OK);
-    env_plugin p = {.name = "lightning", .d = LIGHTNING.d};
-    lt_ctx_init(&p.ctx, LT_KIND_ENVIRONMENT, p.name, &p.d->hdr, cfg);
+    CU_ASSERT_EQUAL_FATAL(lt_config_set(cfg, "trainer", "num_nodes", nodes, LT_SRC_FLAG,
+                                        "--num-nodes", err, sizeof err), LT_OK);
+    return cfg;
+}
+
+/* world_size / trainer.num_nodes, as lt/environment.h promises. */
+static void test_default_local_world_size(void) {
+    lt_config *cfg = config_with_nodes("2");
+    env_plugin p = lightning_with(cfg);
     clear_env();
     set("WORLD_SIZE", "8");
     EXPECT_INT(&p, local_world_size, 4);
     set("LOCAL_RANK", "3");
     EXPECT_INT(&p, local_rank, 3);
-    set("LOCAL_RANK", "4");
-    EXPECT_ERR(&p, local_rank, "LOCAL_RANK=4 is not below LOCAL_WORLD_SIZE=4");
-    set("WORLD_SIZE", "5");
-    EXPECT_ERR(&p, local_world_size, "WORLD_SIZE=5 is not a multiple of trainer.num_nodes=2");
-    set("LOCAL_WORLD_SIZE", "3"); /* the launcher's word wins */
-    EXPECT_INT(&p, local_world_size, 3);
     lt_config_free(cfg);
+    /* A config that leaves num_nodes at its default, and no config: one node. */
+    cfg = lt_config_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+    p = lightning_with(cfg);
+    EXPECT_INT(&p, local_world_size, 8);
+    lt_config_free(cfg);
+    p = lightning_with(NULL);
+    EXPECT_INT(&p, local_world_size, 8);
+    cfg = config_with_nodes("8");
+    p = lightning_with(cfg);
+    EXPECT_INT(&p, local_world_size, 1);
+    lt_config_free(cfg);
+}
+
+static void test_default_local_world_size_invalid(void) {
+    lt_config *cfg = config_with_nodes("2");
+    env_plugin p = lightning_with(cfg);
+    clear_env();
+    set("WORLD_SIZE", "5");
+    EXPECT_ERR(&p, local_world_size,
+               "world size 5 is not a multiple of trainer.num_nodes = 2 (--num-nodes)");
+    EXPECT_ERR(&p, local_world_size, "set trainer.num_nodes"); /* and says what to do */
+    /* The environment's own error comes through unchanged. */
+    set("WORLD_SIZE", "x");
+    EXPECT_ERR(&p, local_world_size, "WORLD_SIZE='x' is not an integer");
+    lt_config_free(cfg);
+    /* A config that was never validated may hold anything. */
+    set("WORLD_SIZE", "4");
+    cfg = config_with_nodes("two");
+    p = lightning_with(cfg);
+    EXPECT_ERR(&p, local_world_size, "trainer.num_nodes = 'two' (--num-nodes) is not an integer");
+    lt_config_free(cfg);
+    cfg = config_with_nodes("0");
+    p = lightning_with(cfg);
+    EXPECT_ERR(&p, local_world_size, "trainer.num_nodes = 0 (--num-nodes) is out of range (1..");
+    lt_config_free(cfg);
+    /* A context without its table is the caller's mistake, not the user's. */
+    lt_ctx bare;
+    lt_ctx_init(&bare, LT_KIND_ENVIRONMENT, "lightning", NULL, NULL);
+    int v = -1;
+    CU_ASSERT_EQUAL(lt_default_env_local_world_size(&bare, &v), LT_ERR_STATE);
+    CU_ASSERT_EQUAL(v, -1);
 }
 
 /* ---- torchelastic ---- */
@@ -614,7 +671,7 @@ static void test_mpi_invalid(void) {
 
 int main(void) {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
-    CU_pSuite s = CU_add_suite("environments", suite_init, NULL);
+    CU_pSuite s = CU_add_suite("environments", suite_init, suite_clean);
     struct {
         const char *name;
         CU_TestFunc fn;
@@ -625,7 +682,8 @@ int main(void) {
         {"lightning defaults", test_lightning_defaults},
         {"lightning vars", test_lightning_vars},
         {"lightning invalid", test_lightning_invalid},
-        {"lightning num_nodes", test_lightning_num_nodes},
+        {"default local_world_size", test_default_local_world_size},
+        {"default local_world_size invalid", test_default_local_world_size_invalid},
         {"torchelastic vars", test_torchelastic_vars},
         {"torchelastic invalid", test_torchelastic_invalid},
         {"slurm score", test_slurm_score},

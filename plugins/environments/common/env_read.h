@@ -81,6 +81,48 @@ static inline lt_status env_below(lt_ctx *ctx, const char *name, int value, cons
     return LT_ERR_INVALID;
 }
 
+/* NAME as a rank: an int >= 0 (unset gives `def`, or an error when def is
+ * ENV_REQUIRED) below `size`, the value of `size_name`. A NULL size_name
+ * means there is no size to check against. */
+static inline lt_status env_rank_below(lt_ctx *ctx, const char *name, int def, const char *size_name,
+                                       int size, const char *fix, int *out) {
+    int v;
+    LT_CHECK(env_int(ctx, name, 0, INT_MAX, def, fix, &v));
+    if (size_name) LT_CHECK(env_below(ctx, name, v, size_name, size, fix));
+    *out = v;
+    return LT_OK;
+}
+
+/* As env_rank_below, with the size read from SIZE_NAME when that is set (then
+ * a count >= 1, checked with `size_fix`); unbounded when it is not. For node
+ * ranks, whose node count a launcher may leave out. */
+static inline lt_status env_rank_below_if_set(lt_ctx *ctx, const char *name, int def,
+                                              const char *size_name, const char *size_fix,
+                                              const char *fix, int *out) {
+    int size = 0;
+    bool bounded = env_has(size_name);
+    if (bounded) LT_CHECK(env_int(ctx, size_name, 1, INT_MAX, ENV_REQUIRED, size_fix, &size));
+    return env_rank_below(ctx, name, def, bounded ? size_name : NULL, size, fix, out);
+}
+
+/* The processes on this node when they spread evenly over the nodes: `world`
+ * (the value of `world_name`) / NODES_NAME, which defaults to 1 and may not
+ * exceed the world (`nodes_fix` completes its messages). A world that is not a
+ * multiple of the nodes is an error completed by `fix`. */
+static inline lt_status env_split_evenly(lt_ctx *ctx, const char *world_name, int world,
+                                         const char *nodes_name, const char *nodes_fix,
+                                         const char *fix, int *out) {
+    int nodes;
+    LT_CHECK(env_int(ctx, nodes_name, 1, world, 1, nodes_fix, &nodes));
+    if (world % nodes != 0) {
+        lt_set_error(ctx, "%s=%d is not a multiple of %s=%d; %s", world_name, world, nodes_name,
+                     nodes, fix);
+        return LT_ERR_INVALID;
+    }
+    *out = world / nodes;
+    return LT_OK;
+}
+
 /* Copies a host name or address `value` (read from `name`) into buf. */
 static inline lt_status env_copy_host(lt_ctx *ctx, const char *name, const char *value, char *buf,
                                       size_t len, const char *fix) {
@@ -104,12 +146,33 @@ static inline lt_status env_copy_host(lt_ctx *ctx, const char *name, const char 
     return LT_OK;
 }
 
+/* MASTER_ADDR into buf, validated; unset gives `def`, or an error when def is
+ * NULL. Plugins with a fallback of their own test env_has("MASTER_ADDR") first. */
+static inline lt_status env_master_addr(lt_ctx *ctx, const char *def, char *buf, size_t len,
+                                        const char *fix) {
+    const char *addr = getenv("MASTER_ADDR");
+    if (!addr) addr = def;
+    if (!addr) {
+        lt_set_error(ctx, "MASTER_ADDR is not set; %s", fix);
+        return LT_ERR_INVALID;
+    }
+    return env_copy_host(ctx, "MASTER_ADDR", addr, buf, len, fix);
+}
+
 /* MASTER_PORT when set, validated; *found says whether it was. */
 static inline lt_status env_master_port(lt_ctx *ctx, bool *found, int *out) {
     *found = env_has("MASTER_PORT");
     if (!*found) return LT_OK;
     return env_int(ctx, "MASTER_PORT", 1, 65535, ENV_REQUIRED,
                    "set MASTER_PORT to a free TCP port on rank 0's host", out);
+}
+
+/* The creates_processes_externally hook of every plugin whose launcher
+ * (torchrun, srun, mpirun) started one process per rank. */
+static inline lt_status env_started_externally(lt_ctx *ctx, bool *out) {
+    (void)ctx;
+    *out = true;
+    return LT_OK;
 }
 
 #endif

@@ -1,7 +1,9 @@
 /* The `lightning` environment, like Lightning's LightningEnvironment: plain
  * variables that ltrun sets for the workers it starts (or a user sets by hand).
  * It is always applicable, so it scores 1 and any detected scheduler beats it.
- * Unset values take the single-process defaults: world 1, every rank 0. */
+ * Unset values take the single-process defaults: world 1, every rank 0. The
+ * local world size is the core's default, world / trainer.num_nodes, as
+ * Lightning's LightningEnvironment has none of its own. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -11,7 +13,6 @@
 #define FIX_WORLD "set WORLD_SIZE to the total number of processes (ltrun does this for its workers)"
 #define FIX_RANK "the launcher should set RANK to this process's rank, 0..WORLD_SIZE-1"
 #define FIX_LOCAL "the launcher should set LOCAL_RANK to this process's index on its node"
-#define FIX_LOCAL_WORLD "set LOCAL_WORLD_SIZE to the number of processes on this node"
 #define FIX_NODE "set NODE_RANK to this node's index, 0..num_nodes-1"
 #define FIX_ADDR "set MASTER_ADDR to the host name or IP address of rank 0's node"
 
@@ -30,8 +31,7 @@ static lt_status creates_processes_externally(lt_ctx *ctx, bool *out) {
 }
 
 static lt_status main_address(lt_ctx *ctx, char *buf, size_t len) {
-    const char *addr = getenv("MASTER_ADDR");
-    return env_copy_host(ctx, "MASTER_ADDR", addr ? addr : "127.0.0.1", buf, len, FIX_ADDR);
+    return env_master_addr(ctx, "127.0.0.1", buf, len, FIX_ADDR);
 }
 
 /* Port 0 makes the kernel pick a port that is free now. */
@@ -72,51 +72,18 @@ static lt_status world_size(lt_ctx *ctx, int *out) {
 }
 
 static lt_status global_rank(lt_ctx *ctx, int *out) {
-    int world, rank;
+    int world;
     LT_CHECK(world_size(ctx, &world));
-    LT_CHECK(env_int(ctx, "RANK", 0, INT_MAX, 0, FIX_RANK, &rank));
-    LT_CHECK(env_below(ctx, "RANK", rank, "WORLD_SIZE", world, FIX_RANK));
-    *out = rank;
-    return LT_OK;
+    return env_rank_below(ctx, "RANK", 0, "WORLD_SIZE", world, FIX_RANK, out);
 }
 
-/* Nodes in the run, from the trainer config; 1 when there is none (a bare
- * context, or a run that never set it). */
-static lt_status num_nodes(lt_ctx *ctx, int *out) {
-    const char *s = lt_config_get(ctx, "trainer.num_nodes");
-    long v = 1;
-    if (s && (!env_parse_long(s, &v) || v < 1 || v > INT_MAX)) {
-        lt_set_error(ctx, "trainer.num_nodes='%s' is not a positive integer; fix the config", s);
-        return LT_ERR_INVALID;
-    }
-    *out = (int)v;
-    return LT_OK;
-}
-
-/* LOCAL_WORLD_SIZE when set, else the core's default world / num_nodes. */
-static lt_status local_world_size(lt_ctx *ctx, int *out) {
-    int world, nodes;
-    LT_CHECK(world_size(ctx, &world));
-    if (env_has("LOCAL_WORLD_SIZE"))
-        return env_int(ctx, "LOCAL_WORLD_SIZE", 1, world, ENV_REQUIRED,
-                       FIX_LOCAL_WORLD ", at most WORLD_SIZE", out);
-    LT_CHECK(num_nodes(ctx, &nodes));
-    if (world % nodes != 0) {
-        lt_set_error(ctx, "WORLD_SIZE=%d is not a multiple of trainer.num_nodes=%d; " FIX_LOCAL_WORLD,
-                     world, nodes);
-        return LT_ERR_INVALID;
-    }
-    *out = world / nodes;
-    return LT_OK;
-}
-
+/* Bounded by the world only: the processes on this node are the core's default
+ * (world / trainer.num_nodes), which a plugin cannot call, and the trainer
+ * checks the local rank against its devices. */
 static lt_status local_rank(lt_ctx *ctx, int *out) {
-    int local, local_world;
-    LT_CHECK(env_int(ctx, "LOCAL_RANK", 0, INT_MAX, 0, FIX_LOCAL, &local));
-    LT_CHECK(local_world_size(ctx, &local_world));
-    LT_CHECK(env_below(ctx, "LOCAL_RANK", local, "LOCAL_WORLD_SIZE", local_world, FIX_LOCAL));
-    *out = local;
-    return LT_OK;
+    int world;
+    LT_CHECK(world_size(ctx, &world));
+    return env_rank_below(ctx, "LOCAL_RANK", 0, "WORLD_SIZE", world, FIX_LOCAL, out);
 }
 
 /* NODE_RANK, else torch's GROUP_RANK, as Lightning reads them. */
@@ -138,7 +105,6 @@ static const lt_environment_desc lightning_env = {
     .global_rank = global_rank,
     .local_rank = local_rank,
     .node_rank = node_rank,
-    .local_world_size = local_world_size,
 };
 
 LT_PLUGIN_EXPORT(&lightning_env.hdr)

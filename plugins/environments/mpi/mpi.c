@@ -51,13 +51,10 @@ static lt_status read_place(lt_ctx *ctx, mpi_place *m) {
         return LT_OK;
     }
     LT_CHECK(read_sizes(ctx, v, m));
-    LT_CHECK(env_int(ctx, v->rank, 0, INT_MAX, ENV_REQUIRED,
-                     "it must be this process's rank" FIX, &m->rank));
-    LT_CHECK(env_below(ctx, v->rank, m->rank, v->size, m->size, "it must be this process's rank" FIX));
-    LT_CHECK(env_int(ctx, v->local_rank, 0, INT_MAX, 0,
-                     "it must be this process's index on its node" FIX, &m->local_rank));
-    return env_below(ctx, v->local_rank, m->local_rank, v->local_size, m->local_size,
-                     "it must be this process's index on its node" FIX);
+    LT_CHECK(env_rank_below(ctx, v->rank, ENV_REQUIRED, v->size, m->size,
+                            "it must be this process's rank" FIX, &m->rank));
+    return env_rank_below(ctx, v->local_rank, 0, v->local_size, m->local_size,
+                          "it must be this process's index on its node" FIX, &m->local_rank);
 }
 
 static lt_status score(lt_ctx *ctx, int *out) {
@@ -66,25 +63,19 @@ static lt_status score(lt_ctx *ctx, int *out) {
     return LT_OK;
 }
 
-static lt_status creates_processes_externally(lt_ctx *ctx, bool *out) {
-    (void)ctx;
-    *out = true;
-    return LT_OK;
-}
-
 /* 127.0.0.1 only when every rank is on this node; across nodes that default
  * would make each node rendezvous with itself and hang, so it is an error. */
 static lt_status main_address(lt_ctx *ctx, char *buf, size_t len) {
-    const char *addr = getenv("MASTER_ADDR");
-    if (addr) return env_copy_host(ctx, "MASTER_ADDR", addr, buf, len, FIX_ADDR);
-    mpi_place m;
-    LT_CHECK(read_place(ctx, &m));
-    if (m.size > m.local_size) {
-        lt_set_error(ctx, "MASTER_ADDR is not set and this MPI job spans several nodes "
-                          "(%d ranks, %d on this node); " FIX_ADDR, m.size, m.local_size);
-        return LT_ERR_INVALID;
+    if (!env_has("MASTER_ADDR")) {
+        mpi_place m;
+        LT_CHECK(read_place(ctx, &m));
+        if (m.size > m.local_size) {
+            lt_set_error(ctx, "MASTER_ADDR is not set and this MPI job spans several nodes "
+                              "(%d ranks, %d on this node); " FIX_ADDR, m.size, m.local_size);
+            return LT_ERR_INVALID;
+        }
     }
-    return env_copy_host(ctx, "MASTER_ADDR", "127.0.0.1", buf, len, FIX_ADDR);
+    return env_master_addr(ctx, "127.0.0.1", buf, len, FIX_ADDR);
 }
 
 static lt_status main_port(lt_ctx *ctx, int *out) {
@@ -134,7 +125,7 @@ static const lt_environment_desc mpi_env = {
               "default 127.0.0.1, port MASTER_PORT or 29500",
               NULL, NULL),
     .score = score,
-    .creates_processes_externally = creates_processes_externally,
+    .creates_processes_externally = env_started_externally,
     .main_address = main_address,
     .main_port = main_port,
     .world_size = world_size,

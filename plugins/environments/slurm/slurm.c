@@ -15,6 +15,7 @@
 #define FIX_NODE "SLURM_NODEID must be this node's index, 0..SLURM_NNODES-1" FIX
 #define FIX_NODES "SLURM_NNODES must be the number of nodes" FIX
 #define FIX_ADDR "set MASTER_ADDR to rank 0's host to override the node list"
+#define FIX_SPLIT "set SLURM_NTASKS_PER_NODE (srun --ntasks-per-node) to say how many run here"
 #define FIX_PER_NODE "expected a task count like '4' or '2(x3),1'; fix the srun options or unset it"
 
 enum {
@@ -35,19 +36,11 @@ static lt_status score(lt_ctx *ctx, int *out) {
     return LT_OK;
 }
 
-static lt_status creates_processes_externally(lt_ctx *ctx, bool *out) {
-    (void)ctx;
-    *out = true;
-    return LT_OK;
-}
-
 /* MASTER_ADDR, else the first node of the allocation, else this host. */
 static lt_status main_address(lt_ctx *ctx, char *buf, size_t len) {
-    const char *addr = getenv("MASTER_ADDR");
-    if (addr) return env_copy_host(ctx, "MASTER_ADDR", addr, buf, len, FIX_ADDR);
     const char *name = env_has("SLURM_NODELIST") ? "SLURM_NODELIST" : "SLURM_JOB_NODELIST";
     const char *list = getenv(name);
-    if (!list) return env_copy_host(ctx, "MASTER_ADDR", "127.0.0.1", buf, len, FIX_ADDR);
+    if (env_has("MASTER_ADDR") || !list) return env_master_addr(ctx, "127.0.0.1", buf, len, FIX_ADDR);
     char why[160];
     if (slurm_hostlist_first(list, buf, len, why, sizeof why) != 0) {
         lt_set_error(ctx, "%s='%s' is not a valid host list: %s; " FIX_ADDR, name, list, why);
@@ -81,23 +74,14 @@ static lt_status world_size(lt_ctx *ctx, int *out) {
 }
 
 static lt_status global_rank(lt_ctx *ctx, int *out) {
-    int world, rank;
+    int world;
     LT_CHECK(world_size(ctx, &world));
-    LT_CHECK(env_int(ctx, "SLURM_PROCID", 0, INT_MAX, ENV_REQUIRED, FIX_RANK, &rank));
-    LT_CHECK(env_below(ctx, "SLURM_PROCID", rank, "SLURM_NTASKS", world, FIX_RANK));
-    *out = rank;
-    return LT_OK;
+    return env_rank_below(ctx, "SLURM_PROCID", ENV_REQUIRED, "SLURM_NTASKS", world, FIX_RANK, out);
 }
 
 static lt_status node_rank(lt_ctx *ctx, int *out) {
-    int node, nodes;
-    LT_CHECK(env_int(ctx, "SLURM_NODEID", 0, INT_MAX, ENV_REQUIRED, FIX_NODE, &node));
-    if (env_has("SLURM_NNODES")) {
-        LT_CHECK(env_int(ctx, "SLURM_NNODES", 1, INT_MAX, ENV_REQUIRED, FIX_NODES, &nodes));
-        LT_CHECK(env_below(ctx, "SLURM_NODEID", node, "SLURM_NNODES", nodes, FIX_NODE));
-    }
-    *out = node;
-    return LT_OK;
+    return env_rank_below_if_set(ctx, "SLURM_NODEID", ENV_REQUIRED, "SLURM_NNODES", FIX_NODES, FIX_NODE,
+                                 out);
 }
 
 /* One "N" or "N(xR)" entry of a task count list; advances *s. */
@@ -146,7 +130,7 @@ static lt_status per_node(lt_ctx *ctx, const char *name, int node, bool uniform,
  * tasks spread evenly over SLURM_NNODES. *source names where the answer came
  * from, for messages. */
 static lt_status tasks_here(lt_ctx *ctx, int *out, const char **source) {
-    int world, node, nodes;
+    int world, node;
     LT_CHECK(world_size(ctx, &world));
     LT_CHECK(env_int(ctx, "SLURM_NODEID", 0, INT_MAX, 0, FIX_NODE, &node));
     *source = "SLURM_NTASKS_PER_NODE";
@@ -154,15 +138,7 @@ static lt_status tasks_here(lt_ctx *ctx, int *out, const char **source) {
     *source = "SLURM_TASKS_PER_NODE";
     if (env_has(*source)) return per_node(ctx, *source, node, false, out);
     *source = "SLURM_NTASKS/SLURM_NNODES";
-    LT_CHECK(env_int(ctx, "SLURM_NNODES", 1, world, 1, FIX_NODES, &nodes));
-    if (world % nodes != 0) {
-        lt_set_error(ctx, "SLURM_NTASKS=%d is not a multiple of SLURM_NNODES=%d; set "
-                          "SLURM_NTASKS_PER_NODE (srun --ntasks-per-node) to say how many run here",
-                     world, nodes);
-        return LT_ERR_INVALID;
-    }
-    *out = world / nodes;
-    return LT_OK;
+    return env_split_evenly(ctx, "SLURM_NTASKS", world, "SLURM_NNODES", FIX_NODES, FIX_SPLIT, out);
 }
 
 static lt_status local_world_size(lt_ctx *ctx, int *out) {
@@ -171,13 +147,10 @@ static lt_status local_world_size(lt_ctx *ctx, int *out) {
 }
 
 static lt_status local_rank(lt_ctx *ctx, int *out) {
-    int local, local_world;
+    int local_world;
     const char *source;
-    LT_CHECK(env_int(ctx, "SLURM_LOCALID", 0, INT_MAX, ENV_REQUIRED, FIX_LOCAL, &local));
     LT_CHECK(tasks_here(ctx, &local_world, &source));
-    LT_CHECK(env_below(ctx, "SLURM_LOCALID", local, source, local_world, FIX_LOCAL));
-    *out = local;
-    return LT_OK;
+    return env_rank_below(ctx, "SLURM_LOCALID", ENV_REQUIRED, source, local_world, FIX_LOCAL, out);
 }
 
 static const lt_environment_desc slurm_env = {
@@ -186,7 +159,7 @@ static const lt_environment_desc slurm_env = {
               "SLURM_NODELIST; port from SLURM_JOB_ID)",
               NULL, NULL),
     .score = score,
-    .creates_processes_externally = creates_processes_externally,
+    .creates_processes_externally = env_started_externally,
     .main_address = main_address,
     .main_port = main_port,
     .world_size = world_size,

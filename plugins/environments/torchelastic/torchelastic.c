@@ -26,19 +26,8 @@ static lt_status score(lt_ctx *ctx, int *out) {
     return LT_OK;
 }
 
-static lt_status creates_processes_externally(lt_ctx *ctx, bool *out) {
-    (void)ctx;
-    *out = true;
-    return LT_OK;
-}
-
 static lt_status main_address(lt_ctx *ctx, char *buf, size_t len) {
-    const char *addr = getenv("MASTER_ADDR");
-    if (!addr) {
-        lt_set_error(ctx, "MASTER_ADDR is not set; " FIX_ADDR);
-        return LT_ERR_INVALID;
-    }
-    return env_copy_host(ctx, "MASTER_ADDR", addr, buf, len, FIX_ADDR);
+    return env_master_addr(ctx, NULL, buf, len, FIX_ADDR);
 }
 
 /* torchrun's own TCPStore (PyTorch's protocol, not lt's) listens on
@@ -56,50 +45,31 @@ static lt_status world_size(lt_ctx *ctx, int *out) {
 }
 
 static lt_status global_rank(lt_ctx *ctx, int *out) {
-    int world, rank;
+    int world;
     LT_CHECK(world_size(ctx, &world));
-    LT_CHECK(env_int(ctx, "RANK", 0, INT_MAX, ENV_REQUIRED, FIX_RANK, &rank));
-    LT_CHECK(env_below(ctx, "RANK", rank, "WORLD_SIZE", world, FIX_RANK));
-    *out = rank;
-    return LT_OK;
+    return env_rank_below(ctx, "RANK", ENV_REQUIRED, "WORLD_SIZE", world, FIX_RANK, out);
 }
 
 /* LOCAL_WORLD_SIZE; torchrun before 1.9 did not set it, so fall back to the
  * world divided by the number of nodes (GROUP_WORLD_SIZE, default 1). */
 static lt_status local_world_size(lt_ctx *ctx, int *out) {
-    int world, nodes;
+    int world;
     LT_CHECK(world_size(ctx, &world));
     if (env_has("LOCAL_WORLD_SIZE"))
         return env_int(ctx, "LOCAL_WORLD_SIZE", 1, world, ENV_REQUIRED, FIX_LOCAL_WORLD, out);
-    LT_CHECK(env_int(ctx, "GROUP_WORLD_SIZE", 1, world, 1, FIX_NODES, &nodes));
-    if (world % nodes != 0) {
-        lt_set_error(ctx, "WORLD_SIZE=%d is not a multiple of GROUP_WORLD_SIZE=%d; " FIX_LOCAL_WORLD,
-                     world, nodes);
-        return LT_ERR_INVALID;
-    }
-    *out = world / nodes;
-    return LT_OK;
+    return env_split_evenly(ctx, "WORLD_SIZE", world, "GROUP_WORLD_SIZE", FIX_NODES, FIX_LOCAL_WORLD,
+                            out);
 }
 
 static lt_status local_rank(lt_ctx *ctx, int *out) {
-    int local, local_world;
-    LT_CHECK(env_int(ctx, "LOCAL_RANK", 0, INT_MAX, ENV_REQUIRED, FIX_LOCAL, &local));
+    int local_world;
     LT_CHECK(local_world_size(ctx, &local_world));
-    LT_CHECK(env_below(ctx, "LOCAL_RANK", local, "LOCAL_WORLD_SIZE", local_world, FIX_LOCAL));
-    *out = local;
-    return LT_OK;
+    return env_rank_below(ctx, "LOCAL_RANK", ENV_REQUIRED, "LOCAL_WORLD_SIZE", local_world, FIX_LOCAL,
+                          out);
 }
 
 static lt_status node_rank(lt_ctx *ctx, int *out) {
-    int node;
-    LT_CHECK(env_int(ctx, "GROUP_RANK", 0, INT_MAX, 0, FIX_NODE, &node));
-    if (env_has("GROUP_WORLD_SIZE")) {
-        int nodes;
-        LT_CHECK(env_int(ctx, "GROUP_WORLD_SIZE", 1, INT_MAX, ENV_REQUIRED, FIX_NODES, &nodes));
-        LT_CHECK(env_below(ctx, "GROUP_RANK", node, "GROUP_WORLD_SIZE", nodes, FIX_NODE));
-    }
-    *out = node;
-    return LT_OK;
+    return env_rank_below_if_set(ctx, "GROUP_RANK", 0, "GROUP_WORLD_SIZE", FIX_NODES, FIX_NODE, out);
 }
 
 static const lt_environment_desc torchelastic_env = {
@@ -108,7 +78,7 @@ static const lt_environment_desc torchelastic_env = {
               "WORLD_SIZE, MASTER_ADDR/PORT)",
               NULL, NULL),
     .score = score,
-    .creates_processes_externally = creates_processes_externally,
+    .creates_processes_externally = env_started_externally,
     .main_address = main_address,
     .main_port = main_port,
     .world_size = world_size,
