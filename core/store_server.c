@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,11 @@
 
 /* Bodies grow in steps as data arrives, so a length that lies costs nothing. */
 #define BODY_STEP (64u << 10)
+/* How long a client may take to say hello, or stay silent in the middle of a
+ * request, before its connection is dropped: port scanners and half-open
+ * clients must not hold descriptors until the store runs out. */
+#define STALL_MS_DEFAULT 30000
+
 /* Buffers above this are released after use instead of kept for the next request. */
 #define KEEP_BUF (1u << 20)
 
@@ -47,6 +53,8 @@ typedef struct conn {
     uint8_t *body;
     size_t body_len, body_got, body_cap;
     double deadline; /* of a parked request, lt_now() seconds */
+    double stall_at; /* a connection without hello, or a request left half sent, is
+                        dropped at this time (lt_now() seconds); 0 = none */
     lt_wbuf out;
     size_t out_off;
 } conn;
@@ -57,12 +65,20 @@ struct lt_store_server {
     char token[LT_WIRE_MAX_TOKEN];
     size_t token_len;
     bool has_token, accept_paused;
+    _Atomic int stall_ms; /* STALL_MS_DEFAULT; tests shorten it */
     lt_store_table *table;
     conn **conns;
     size_t nconns, cap;
     struct pollfd *pfds;
     size_t pfd_cap;
 };
+
+static double stall_s(const lt_store_server *s) { return atomic_load(&s->stall_ms) / 1000.0; }
+
+void lt_store_server_set_stall_ms(lt_store_server *s, int ms) {
+    if (s) atomic_store(&s->stall_ms, ms > 0 ? ms : STALL_MS_DEFAULT);
+}
+
 
 static void conn_drop(lt_store_server *s, conn *c, const char *fmt, ...) LT_PRINTF(3, 4);
 
@@ -89,6 +105,7 @@ static void conn_free(conn *c) {
 }
 
 static void reset_input(conn *c) {
+    if (c->authed) c->stall_at = 0; /* between requests an authenticated client may idle */
     c->have_hdr = false;
     c->hdr_got = c->body_len = c->body_got = 0;
     c->parked = false;
@@ -393,6 +410,8 @@ static void conn_read(lt_store_server *s, conn *c) {
                 conn_drop(s, c, NULL); /* a clean goodbye */
             return;
         }
+        if (!c->have_hdr && c->hdr_got == 0 && c->authed)
+            c->stall_at = lt_now() + stall_s(s); /* a request starts: it has this long to arrive */
         if (!c->have_hdr) {
             c->hdr_got += (size_t)n;
             if (c->hdr_got < LT_WIRE_HDR || !take_header(s, c)) continue;
@@ -455,6 +474,7 @@ static void accept_all(lt_store_server *s) {
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         c->fd = fd;
+        c->stall_at = lt_now() + stall_s(s); /* hello within this long */
         describe_peer(&ss, c->peer, sizeof c->peer);
         s->conns[s->nconns++] = c;
     }
@@ -464,8 +484,10 @@ static int next_timeout_ms(const lt_store_server *s) {
     double now = lt_now(), best = -1;
     for (size_t i = 0; i < s->nconns; i++) {
         const conn *c = s->conns[i];
-        if (c->dead || !c->parked) continue;
-        double left = c->deadline - now;
+        if (c->dead) continue;
+        double at = c->parked ? c->deadline : c->stall_at;
+        if (!c->parked && at == 0) continue;
+        double left = at - now;
         if (best < 0 || left < best) best = left < 0 ? 0 : left;
     }
     if (best < 0) return -1;
@@ -477,6 +499,11 @@ static void expire_parked(lt_store_server *s) {
     double now = lt_now();
     for (size_t i = 0; i < s->nconns; i++) {
         conn *c = s->conns[i];
+        if (!c->dead && !c->parked && c->stall_at && now >= c->stall_at) {
+            conn_drop(s, c, c->authed ? "no data for %g s in the middle of a request"
+                                      : "no hello within %g s", stall_s(s));
+            continue;
+        }
         if (c->dead || !c->parked || now < c->deadline) continue;
         reset_input(c);
         reply(s, c, LT_REPLY_TIMEOUT, 0, NULL, 0, false, NULL);
@@ -620,6 +647,7 @@ lt_status lt_store_server_start(const char *bind_host, int port, const char *tok
         return LT_ERR_INVALID;
     }
     lt_store_server *s = calloc(1, sizeof *s);
+    if (s) atomic_init(&s->stall_ms, STALL_MS_DEFAULT);
     if (!s) {
         fail(err, errlen, "out of memory starting the rendezvous store");
         return LT_ERR_NOMEM;

@@ -33,6 +33,11 @@ LT_API lt_status lt_store_server_start(const char *bind_host, int port, const ch
  * a no-op. Not from the server thread itself. */
 LT_API void lt_store_server_stop(lt_store_server *srv);
 
+/* How long a connection may go without its hello, or stay silent in the
+ * middle of a request, before the server drops it (default 30 s; <= 0 sets
+ * the default back). Between requests an authenticated client may idle. */
+LT_API void lt_store_server_set_stall_ms(lt_store_server *srv, int ms);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include "cunit_run.h"
+#include "lt/core.h"
 #include "lt/store.h"
 #include "store_server.h"
 #include "store_wire.h"
@@ -40,6 +42,30 @@ static int suite_init(void) {
 static int suite_clean(void) {
     lt_store_server_stop(g_srv);
     return 0;
+}
+
+/* NULL keys and NULL values with a length are errors with a message, not
+ * crashes; a NULL value of length 0 is an empty value. */
+static void test_null_arguments(void) {
+    lt_store *s = connect_ok(g_port, NULL);
+    void *v = NULL;
+    size_t n = 0;
+    int64_t c = 0;
+    CU_ASSERT_EQUAL(lt_store_set(s, NULL, "x", 1), LT_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lt_store_error(s), "the key is NULL"));
+    CU_ASSERT_EQUAL(lt_store_get(s, NULL, &v, &n), LT_ERR_INVALID);
+    CU_ASSERT_EQUAL(lt_store_try_get(s, NULL, &v, &n), LT_ERR_INVALID);
+    CU_ASSERT_EQUAL(lt_store_add(s, NULL, 1, &c), LT_ERR_INVALID);
+    CU_ASSERT_EQUAL(lt_store_delete(s, NULL), LT_ERR_INVALID);
+    CU_ASSERT_EQUAL(lt_store_compare_set(s, NULL, NULL, 0, "v", 1, NULL, NULL), LT_ERR_INVALID);
+    CU_ASSERT_EQUAL(lt_store_set(s, "nullval", NULL, 5), LT_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lt_store_error(s), "is NULL with a length of 5"));
+    CU_ASSERT_EQUAL(lt_store_compare_set(s, "nullval", NULL, 0, NULL, 3, NULL, NULL), LT_ERR_INVALID);
+    CU_ASSERT_EQUAL(lt_store_set(s, "empty", NULL, 0), LT_OK);
+    CU_ASSERT_EQUAL(lt_store_try_get(s, "empty", &v, &n), LT_OK);
+    CU_ASSERT_EQUAL(n, 0);
+    free(v);
+    lt_store_close(s);
 }
 
 static void test_set_get_try_get_delete(void) {
@@ -341,100 +367,129 @@ static void assert_server_serves(void) {
     lt_store_close(s);
 }
 
-static void test_malformed_messages(void) {
-    uint8_t m[64];
-    /* Garbage instead of a header. */
+/* Silent connections: one that never says hello, and one that stops in the
+ * middle of a request, are dropped after the stall time; an authenticated
+ * client idle between requests is kept. (The server's stall time is
+ * shortened to 300 ms here; it is 30 s by default.) */
+static void test_stalled_connections(void) {
+    lt_store_server_set_stall_ms(g_srv, 300);
+    int quiet = raw_connect(); /* no hello */
+    int half = raw_connect();  /* hello, then 3 bytes of a header */
+    send_hello(half);
+    CU_ASSERT_EQUAL(send(half, "\x4c\x01\x02", 3, MSG_NOSIGNAL), 3);
+    int idle = raw_connect(); /* hello, then nothing */
+    send_hello(idle);
+    double t0 = lt_now();
+    CU_ASSERT(closed_by_server(quiet));
+    CU_ASSERT(closed_by_server(half));
+    double took = lt_now() - t0;
+    if (took > 5) printf("\n    stalled connections dropped after %.1f s\n", took);
+    CU_ASSERT(took < 5);
+    struct timespec ts = {0, 500 * 1000000L}; /* well past the stall time */
+    nanosleep(&ts, NULL);
+    struct pollfd pf = {idle, POLLIN, 0};
+    CU_ASSERT_EQUAL(poll(&pf, 1, 0), 0); /* no EOF: the idle client is kept */
+    close(quiet), close(half), close(idle);
+    lt_store_server_set_stall_ms(g_srv, 0);
+    assert_server_serves();
+}
+
+/* One malformed or cut-short message on a raw connection. */
+#define OVER_MAX 0xFFFFFFFEu
+typedef struct bad_msg {
+    const char *what;
+    bool hello;           /* a valid hello first */
+    bool raw;             /* body only, no header: bytes that are not a frame */
+    uint8_t op;           /* the header's request code ... */
+    uint32_t len;         /* ... and the body length it claims (OVER_MAX: the op's maximum + 1) */
+    const char *body;     /* the bytes sent after the header */
+    size_t body_n;
+    bool hang_up;         /* then shut the writing side: the rest never comes */
+} bad_msg;
+
+/* Sends m; the server must close the connection within 10 s, store nothing
+ * under "cut" (the key the cases with a body carry), and go on serving others. */
+static void expect_dropped(const bad_msg *m) {
+    uint8_t buf[64];
+    size_t n = 0;
+    if (!m->raw) {
+        put_hdr(buf, LT_WIRE_MAGIC, m->op, m->len == OVER_MAX ? (uint32_t)lt_wire_max_body(m->op) + 1 : m->len);
+        n = 8;
+    }
+    memcpy(buf + n, m->body, m->body_n);
+    n += m->body_n;
     int fd = raw_connect();
-    CU_ASSERT_EQUAL(send(fd, "GET / HTTP/1.0\r\n\r\n", 18, MSG_NOSIGNAL), 18);
-    CU_ASSERT(closed_by_server(fd));
+    if (m->hello) send_hello(fd);
+    bool sent = send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n;
+    if (m->hang_up) shutdown(fd, SHUT_WR);
+    bool dropped = closed_by_server(fd);
     close(fd);
-    assert_server_serves();
+    if (!sent || !dropped)
+        fprintf(stderr, "\n    malformed message '%s': %s\n", m->what,
+                !sent ? "could not be sent" : "the connection stayed open 10 s");
+    CU_ASSERT(sent);
+    CU_ASSERT(dropped);
+    lt_store *s = connect_ok(g_port, NULL);
+    void *v = NULL;
+    size_t vn;
+    lt_status st = lt_store_try_get(s, "cut", &v, &vn);
+    if (st != LT_ERR_NOT_FOUND) fprintf(stderr, "\n    malformed message '%s': stored \"cut\"\n", m->what);
+    CU_ASSERT_EQUAL(st, LT_ERR_NOT_FOUND);
+    free(v);
+    CU_ASSERT_EQUAL(lt_store_set(s, "alive", "1", 1), LT_OK);
+    lt_store_close(s);
+}
 
-    /* An oversized claim before hello, and after it: dropped, nothing allocated. */
-    fd = raw_connect();
-    put_hdr(m, LT_WIRE_MAGIC, LT_OP_HELLO, 0xFFFFFFFFu);
-    send(fd, m, 8, MSG_NOSIGNAL);
-    CU_ASSERT(closed_by_server(fd));
-    close(fd);
-    fd = raw_connect();
-    send_hello(fd);
-    put_hdr(m, LT_WIRE_MAGIC, LT_OP_SET, (uint32_t)lt_wire_max_body(LT_OP_SET) + 1);
-    send(fd, m, 8, MSG_NOSIGNAL);
-    CU_ASSERT(closed_by_server(fd));
-    close(fd);
-    assert_server_serves();
-
-    /* A request before hello. */
-    fd = raw_connect();
-    put_hdr(m, LT_WIRE_MAGIC, LT_OP_TRY_GET, 5);
-    memcpy(m + 8, "\x01\0\0\0k", 5);
-    send(fd, m, 13, MSG_NOSIGNAL);
-    CU_ASSERT(closed_by_server(fd));
-    close(fd);
-
-    /* A key length that runs past the body; an unknown op; trailing bytes. */
-    fd = raw_connect();
-    send_hello(fd);
-    put_hdr(m, LT_WIRE_MAGIC, LT_OP_TRY_GET, 5);
-    memcpy(m + 8, "\xff\0\0\0k", 5);
-    send(fd, m, 13, MSG_NOSIGNAL);
-    CU_ASSERT(closed_by_server(fd));
-    close(fd);
-    fd = raw_connect();
-    send_hello(fd);
-    put_hdr(m, LT_WIRE_MAGIC, 200, 0);
-    send(fd, m, 8, MSG_NOSIGNAL);
-    CU_ASSERT(closed_by_server(fd));
-    close(fd);
-    fd = raw_connect();
-    send_hello(fd);
-    put_hdr(m, LT_WIRE_MAGIC, LT_OP_DELETE, 7);
-    memcpy(m + 8, "\x01\0\0\0kxx", 7);
-    send(fd, m, 15, MSG_NOSIGNAL);
-    CU_ASSERT(closed_by_server(fd));
-    close(fd);
-
-    /* A body cut short by a hang-up, and a WAIT claiming too many keys. */
-    fd = raw_connect();
-    send_hello(fd);
-    put_hdr(m, LT_WIRE_MAGIC, LT_OP_SET, 1000);
-    send(fd, m, 8, MSG_NOSIGNAL);
-    send(fd, "\x03\0\0\0abc", 7, MSG_NOSIGNAL);
-    close(fd);
-    fd = raw_connect();
-    send_hello(fd);
-    put_hdr(m, LT_WIRE_MAGIC, LT_OP_WAIT, 8);
-    memcpy(m + 8, "\x10\0\0\0\xff\xff\0\0", 8);
-    send(fd, m, 16, MSG_NOSIGNAL);
-    CU_ASSERT(closed_by_server(fd));
-    close(fd);
+static void test_malformed_messages(void) {
+    static const bad_msg cases[] = {
+        {"garbage instead of a header", false, true, 0, 0, "GET / HTTP/1.0\r\n\r\n", 18, false},
+        /* Oversized claims are dropped before anything is allocated. */
+        {"oversized claim before hello", false, false, LT_OP_HELLO, 0xFFFFFFFFu, "", 0, false},
+        {"oversized claim after hello", true, false, LT_OP_SET, OVER_MAX, "", 0, false},
+        {"a request before hello", false, false, LT_OP_TRY_GET, 7, "\x03\0\0\0cut", 7, false},
+        {"a key length past the body", true, false, LT_OP_TRY_GET, 7, "\xff\0\0\0cut", 7, false},
+        {"an unknown op", true, false, 200, 0, "", 0, false},
+        {"trailing bytes", true, false, LT_OP_DELETE, 9, "\x03\0\0\0cutxx", 9, false},
+        /* 12 of 1000 bytes (the key and the value's length 989) arrive, the
+         * rest never does: the server must not run the SET, and drops. */
+        {"a body cut short by a hang-up", true, false, LT_OP_SET, 1000, "\x03\0\0\0cut\xdd\x03\0\0v", 12, true},
+        {"a WAIT claiming too many keys", true, false, LT_OP_WAIT, 8, "\x10\0\0\0\xff\xff\0\0", 8, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) expect_dropped(&cases[i]);
 
     /* Another protocol version gets a clear answer, then the close. */
-    fd = raw_connect();
+    uint8_t m[12];
+    int fd = raw_connect();
     put_hdr(m, LT_WIRE_MAGIC, LT_OP_HELLO, 4);
     m[1] = LT_WIRE_VERSION + 1;
     memset(m + 8, 0, 4);
-    send(fd, m, 12, MSG_NOSIGNAL);
+    CU_ASSERT_EQUAL(send(fd, m, 12, MSG_NOSIGNAL), 12);
     uint8_t r[8];
     CU_ASSERT_EQUAL(recv(fd, r, 8, MSG_WAITALL), 8);
     CU_ASSERT_EQUAL(r[2], LT_REPLY_BAD_VERSION);
     CU_ASSERT(closed_by_server(fd));
     close(fd);
-
     assert_server_serves();
 }
 
-static void test_unreachable_master(void) {
-    /* A port nobody listens on: bind one, note it, close it. */
+/* A port free now: bind one, note it, close it. */
+static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {0};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CU_ASSERT_EQUAL_FATAL(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
     socklen_t len = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    int port = ntohs(a.sin_port);
-    close(fd);
+    int port = fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) &&
+                       !getsockname(fd, (struct sockaddr *)&a, &len)
+                   ? ntohs(a.sin_port)
+                   : -1;
+    if (fd >= 0) close(fd);
+    return port;
+}
+
+static void test_unreachable_master(void) {
+    int port = free_port(); /* nobody listens there */
+    CU_ASSERT_FATAL(port > 0);
     lt_store *s = NULL;
     char err[512], want[128];
     CU_ASSERT_EQUAL(lt_store_connect("127.0.0.1", port, NULL, 300, &s, err, sizeof err), LT_ERR_TIMEOUT);
@@ -456,28 +511,36 @@ static void *late_server(void *arg) {
     return srv;
 }
 
+/* The client starts first and keeps trying; the server comes up 0.2 s later
+ * on that port. Should another program take the port in between (the
+ * server cannot start), the attempt is repeated on another one; the test
+ * fails, saying so, if that happens every time. */
 static void test_connect_retries_until_master_is_up(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    int port = ntohs(a.sin_port);
-    close(fd);
-    pthread_t t;
-    pthread_create(&t, NULL, late_server, &port);
-    lt_store *s = NULL;
-    char err[512];
-    lt_status st = lt_store_connect("127.0.0.1", port, NULL, 20000, &s, err, sizeof err);
-    void *srv;
-    pthread_join(t, &srv);
-    if (port < 0) return; /* someone else took the port meanwhile: nothing to learn */
-    CU_ASSERT_EQUAL(st, LT_OK);
-    if (s) CU_ASSERT_EQUAL(lt_store_set(s, "late", "1", 1), LT_OK);
-    lt_store_close(s);
-    lt_store_server_stop(srv);
+    for (int attempt = 1; attempt <= 5; attempt++) {
+        int port = free_port();
+        CU_ASSERT_FATAL(port > 0);
+        int server_port = port;
+        pthread_t t;
+        pthread_create(&t, NULL, late_server, &server_port);
+        lt_store *s = NULL;
+        char err[512];
+        lt_status st = lt_store_connect("127.0.0.1", port, NULL, 20000, &s, err, sizeof err);
+        void *srv;
+        pthread_join(t, &srv);
+        if (server_port < 0) { /* someone else took the port: whatever we reached, it was not ours */
+            fprintf(stderr, "\n    connect retries: port %d was taken before the server started (attempt %d)\n",
+                    port, attempt);
+            lt_store_close(s);
+            continue;
+        }
+        if (st != LT_OK) fprintf(stderr, "\n    connect retries: %s\n", err);
+        CU_ASSERT_EQUAL(st, LT_OK);
+        if (s) CU_ASSERT_EQUAL(lt_store_set(s, "late", "1", 1), LT_OK);
+        lt_store_close(s);
+        lt_store_server_stop(srv);
+        return;
+    }
+    CU_FAIL("connect retries: the late server never got its port (taken 5 times): nothing was tested");
 }
 
 static void test_port_in_use(void) {
@@ -517,6 +580,7 @@ int main(void) {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     CU_pSuite s = CU_add_suite("store", suite_init, suite_clean);
     CU_add_test(s, "set/get/try_get/delete", test_set_get_try_get_delete);
+    CU_add_test(s, "NULL keys and values", test_null_arguments);
     CU_add_test(s, "large value", test_large_value);
     CU_add_test(s, "blocking get released by set", test_blocking_get_released_by_set);
     CU_add_test(s, "add from threads", test_add_from_threads);
@@ -525,6 +589,7 @@ int main(void) {
     CU_add_test(s, "timeouts name keys", test_timeouts_name_keys);
     CU_add_test(s, "token", test_token);
     CU_add_test(s, "malformed messages", test_malformed_messages);
+    CU_add_test(s, "stalled connections dropped, idle ones kept", test_stalled_connections);
     CU_add_test(s, "unreachable master", test_unreachable_master);
     CU_add_test(s, "connect retries", test_connect_retries_until_master_is_up);
     CU_add_test(s, "port in use", test_port_in_use);
