@@ -64,6 +64,38 @@ show_tail() { tail -n "${2:-6}" "$1" | sed 's/^/    /'; }
 
 now_ms() { date +%s%3N; }
 
+# Waits up to MAX_MS for PID (a child of this shell) to exit; sets RC (its
+# exit status, or -1 when it still runs) and MS (how long this waited).
+wait_exit() { # wait_exit PID MAX_MS -> RC, MS
+    local t0=$(now_ms)
+    RC=-1
+    while [ $(( $(now_ms) - t0 )) -lt "$2" ]; do
+        if ! alive "$1"; then wait "$1"; RC=$?; break; fi
+        sleep 0.05
+    done
+    MS=$(( $(now_ms) - t0 ))
+}
+
+# ckpt_compare on the parameters of two checkpoints (B is the reference;
+# METRIC: max, norm or both): shows its summary line and verdict, then checks
+# "LABEL (... <= TOL)". ckpt_differ checks the opposite: over TOL (exit 1;
+# files that cannot be compared, exit 2, prove nothing).
+ckpt_equal() { _ckpt_cmp 0 "$@"; }  # ckpt_equal A_PATH B_PATH TOL METRIC LABEL
+ckpt_differ() { _ckpt_cmp 1 "$@"; } # ckpt_differ A_PATH B_PATH TOL METRIC LABEL
+_ckpt_cmp() {
+    local want=$1 a=$2 b=$3 tol=$4 metric=$5 label=$6 what rc
+    local out="$IT_TMP/cmp-$(printf '%s' "$label-$metric" | tr -c 'A-Za-z0-9._-' _).txt"
+    "$CKPT_COMPARE" "$a" "$b" "$tol" --metric "$metric" >"$out" 2>&1
+    rc=$?
+    sed -n '/^max relative/p;$p' "$out" | sed 's/^/    /'
+    what="$metric relative difference"; [ "$metric" = both ] && what="max and norm relative differences"
+    if [ "$want" -eq 0 ]; then
+        check "$label ($what <= $tol)" [ $rc -eq 0 ]
+    else
+        check "$label ($what > $tol; ckpt_compare exit $rc)" [ $rc -eq 1 ]
+    fi
+}
+
 # Every process whose parent is $1 (the workers of an ltrun).
 children_of() { pgrep -P "$1" 2>/dev/null | tr '\n' ' '; }
 

@@ -32,9 +32,5 @@ check "ltrun exits 0 after the restart" [ "$RC" -eq 0 ]
 check "it reported rank 1 killed by signal 9" contains "$IT_TMP/run.err" "rank 1 (host.*signal 9"
 check "it restarted from this run's last checkpoint" contains "$IT_TMP/run.err" "restart 1 of 1, LT_RESTART_COUNT=1), resuming from .*last.safetensors"
 check "epoch 2 was finished by the restarted group" contains "$IT_TMP/run.out" "epoch 1 done"
-"$CKPT_COMPARE" "$IT_TMP/run/checkpoints/last.safetensors" "$IT_TMP/ref/checkpoints/last.safetensors" 0 \
-    >"$IT_TMP/cmp.txt" 2>&1
-rc=$?
-sed -n '/^max relative/p' "$IT_TMP/cmp.txt" | sed 's/^/    /'
-check "the restarted run's parameters equal the reference's exactly" [ $rc -eq 0 ]
+ckpt_equal "$CK" "$IT_TMP/ref/checkpoints/last.safetensors" 0 both "the restarted run's parameters equal the reference's exactly"
 it_finish

@@ -15,9 +15,6 @@ for s in ddp ddp_spawn; do
 done
 check "ddp ran under the launcher (ddp_spawn did not)" bash -c \
     "grep -q 'starting 2 workers' '$IT_TMP/ddp.out' && ! grep -q 'starting 2 workers' '$IT_TMP/ddp_spawn.out'"
-"$CKPT_COMPARE" "$IT_TMP/ddp_spawn/checkpoints/last.safetensors" "$IT_TMP/ddp/checkpoints/last.safetensors" $TOL \
-    >"$IT_TMP/cmp.txt" 2>&1
-rc=$?
-sed -n '/^max relative/p;$p' "$IT_TMP/cmp.txt" | sed 's/^/    /'
-check "ddp_spawn equals ddp (relative difference <= $TOL, both measures)" [ $rc -eq 0 ]
+ckpt_equal "$IT_TMP/ddp_spawn/checkpoints/last.safetensors" "$IT_TMP/ddp/checkpoints/last.safetensors" $TOL both \
+    "ddp_spawn equals ddp"
 it_finish

@@ -26,15 +26,9 @@ start() { # start LABEL [args]: a 2-rank job that would run for minutes; sets LT
     sleep 1
 }
 
-stop_and_wait() { # stop_and_wait SIGNAL [PID] -> RC, MS
-    local t0=$(now_ms)
+stop_and_wait() { # stop_and_wait SIGNAL [PID]: signals PID (default $LT), waits for ltrun -> RC, MS
     kill -$1 ${2:-$LT}
-    RC=-1
-    while [ $(( $(now_ms) - t0 )) -lt 10000 ]; do
-        if ! alive $LT; then wait $LT; RC=$?; break; fi
-        sleep 0.05
-    done
-    MS=$(( $(now_ms) - t0 ))
+    wait_exit $LT 10000
 }
 
 for sig in INT TERM; do

@@ -13,17 +13,6 @@ ONE=(--plugin-dir "$PLUGINS" --config "$SRC/examples/fashion_mnist/train.ini" --
      --strategy ddp --set strategy.timeout_s=10)
 free_port() { "$TCP_PORT" free; }
 
-# Waits up to $2 s for pid $1; sets WRC (exit status, or -1 if still running) and WMS.
-wait_for() {
-    local t0=$(now_ms)
-    WRC=-1
-    while [ $(( $(now_ms) - t0 )) -lt $(( $2 * 1000 )) ]; do
-        if ! alive $1; then wait $1; WRC=$?; break; fi
-        sleep 0.05
-    done
-    WMS=$(( $(now_ms) - t0 ))
-}
-
 echo "store_errors: 1a. node 1's workers present the wrong token"
 P=$(free_port)
 TWO=(--num-nodes 2 --devices 1 --master-addr 127.0.0.1 --master-port $P --set launcher.rdzv_timeout_s=5)
@@ -34,15 +23,15 @@ sleep 0.5
 LT_RDZV_TOKEN=wrong-token "$LTRUN" "${ONE[@]}" "${TWO[@]}" --node-rank 1 --seed 3 \
     --default-root-dir "$IT_TMP/t1" >"$IT_TMP/t1.out" 2>"$IT_TMP/t1.err" &
 N1=$!; IT_PIDS+=($N1)
-wait_for $N1 20
-echo "  node 1 exited with $WRC after $WMS ms:"; show_tail "$IT_TMP/t1.err" 3
-check "node 1 exits non-zero" [ "$WRC" -gt 0 ]
+wait_exit $N1 20000
+echo "  node 1 exited with $RC after $MS ms:"; show_tail "$IT_TMP/t1.err" 3
+check "node 1 exits non-zero" [ "$RC" -gt 0 ]
 check "node 1 says the store refused its token" contains "$IT_TMP/t1.err" "refused the token"
 check "node 1 says LT_RDZV_TOKEN is the fix" contains "$IT_TMP/t1.err" "LT_RDZV_TOKEN"
 check "node 1 names the failed rank" contains "$IT_TMP/t1.err" "^ltrun: rank 1 (host"
-wait_for $N0 20
-echo "  node 0 exited with $WRC after a further $WMS ms:"; show_tail "$IT_TMP/t0.err" 2
-check "node 0 gives up too, non-zero" [ "$WRC" -gt 0 ]
+wait_exit $N0 20000
+echo "  node 0 exited with $RC after a further $MS ms:"; show_tail "$IT_TMP/t0.err" 2
+check "node 0 gives up too, non-zero" [ "$RC" -gt 0 ]
 
 echo "store_errors: 1b. node 1's launcher itself presents the wrong token (it fetches the seed)"
 P=$(free_port)
@@ -57,8 +46,8 @@ LT_RDZV_TOKEN=wrong-token run_ltrun u1 "${ONE[@]}" "${TWO[@]}" --node-rank 1 --s
 check "node 1's launcher exits 1" [ "$RC" -eq 1 ]
 check "node 1's launcher says the store refused its token" contains "$IT_TMP/u1.err" "^ltrun: error: node 1: .*refused the token"
 check "node 1 started no worker" bash -c "! grep -q 'starting 1 worker' '$IT_TMP/u1.out'"
-wait_for $N0 20
-check "node 0 gives up too, non-zero ($WRC)" [ "$WRC" -gt 0 ]
+wait_exit $N0 20000
+check "node 0 gives up too, non-zero ($RC)" [ "$RC" -gt 0 ]
 
 echo "store_errors: 2a. --master-port held by another program"
 "$TCP_PORT" hold 0 >"$IT_TMP/hold.out" &
@@ -88,9 +77,9 @@ check "the second ltrun exits 1" [ "$RC" -eq 1 ]
 check "its error names port $P and says it is in use" contains "$IT_TMP/second.err" "port $P .*already in use"
 check "the first ltrun is still running, with its worker ($FW)" bash -c "kill -0 $FIRST && [ -n '$FW' ]"
 kill -TERM $FIRST
-wait_for $FIRST 10
-echo "  the first ltrun, sent SIGTERM, exited with $WRC after $WMS ms"
-check "SIGTERM: ltrun exits 143 within 5 s" [ "$WRC" -eq 143 -a "$WMS" -le 5000 ]
+wait_exit $FIRST 10000
+echo "  the first ltrun, sent SIGTERM, exited with $RC after $MS ms"
+check "SIGTERM: ltrun exits 143 within 5 s" [ "$RC" -eq 143 -a "$MS" -le 5000 ]
 check "SIGTERM: ltrun says it passed the signal on" contains "$IT_TMP/first.err" "got SIGTERM"
 check "SIGTERM: no worker left ($FW)" none_alive $FW
 

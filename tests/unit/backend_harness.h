@@ -2,7 +2,8 @@
  * meet through a rendezvous store hosted by a process forked first (forking
  * while another thread holds an allocator lock deadlocks the child, seen
  * under ASan, so the test parent stays single-threaded); rank-dependent
- * inputs of every dtype and the values each collective must produce.
+ * inputs of every dtype and the values each collective must produce; and the
+ * scenarios every backend must pass alike (harness_sc_*, harness_bad_requests).
  *
  * Before including: define PLUGIN (the .so path) and HARNESS_NAME ("gloo"),
  * and include CUnit, lt/backend.h, ctx.h and store_server.h. A test may set
@@ -306,6 +307,124 @@ static int check_reduce_scatter(child *c, lt_backend_group *g, lt_dtype t, lt_re
     free(send);
     free(recv);
     return 0;
+}
+
+/* ---- scenarios every backend runs ---- */
+
+/* Eight allreduces of different values in flight on one group, waited for in
+ * reverse order. */
+static int check_many_in_flight(child *c, lt_backend_group *g) {
+    enum { K = 8, N = 20000 };
+    static int32_t bufs[K][N];
+    lt_backend_work *w[K];
+    for (int k = 0; k < K; k++) {
+        for (int i = 0; i < N; i++) bufs[k][i] = (int32_t)(input(c->rank, (size_t)i, LT_I32) * (k + 1));
+        CHECK(c, c->be->allreduce(&c->ctx, g, bufs[k], N, LT_I32, LT_SUM, &w[k]) == LT_OK, "issue %d", k);
+    }
+    for (int k = K - 1; k >= 0; k--) CHECK(c, finish(c, LT_OK, &w[k]) == LT_OK, "wait %d", k);
+    for (int k = 0; k < K; k++)
+        for (int i = 0; i < N; i++)
+            CHECK(c, bufs[k][i] == expected(LT_I32, LT_SUM, c->world, (size_t)i) * (k + 1), "[%d][%d] = %d", k, i,
+                  bufs[k][i]);
+    return 0;
+}
+
+/* Two allreduces in flight at once on one group and one on a second group,
+ * waited for in reverse order; then many in flight on the first; destroying
+ * one group leaves the other working. */
+static int harness_sc_overlap(child *c) {
+    lt_backend_group *g1 = make_group(c, "one/", WAIT_MS, 0);
+    lt_backend_group *g2 = make_group(c, "two/", WAIT_MS, 0);
+    CHECK(c, g1 && g2, "create");
+    enum { N = 50000 };
+    float *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b), *d = malloc(N * sizeof *d);
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)input(c->rank, i, LT_F32);
+        b[i] = 2 * a[i];
+        d[i] = 3 * a[i];
+    }
+    lt_backend_work *wa, *wb, *wd;
+    CHECK(c, c->be->allreduce(&c->ctx, g1, a, N, LT_F32, LT_SUM, &wa) == LT_OK, "issue a");
+    /* The groups are independent: ranks may even issue on them in different orders. */
+    if (c->rank % 2) {
+        CHECK(c, c->be->allreduce(&c->ctx, g2, d, N, LT_F32, LT_MAX, &wd) == LT_OK, "issue d");
+        CHECK(c, c->be->allreduce(&c->ctx, g1, b, N, LT_F32, LT_SUM, &wb) == LT_OK, "issue b");
+    } else {
+        CHECK(c, c->be->allreduce(&c->ctx, g1, b, N, LT_F32, LT_SUM, &wb) == LT_OK, "issue b");
+        CHECK(c, c->be->allreduce(&c->ctx, g2, d, N, LT_F32, LT_MAX, &wd) == LT_OK, "issue d");
+    }
+    CHECK(c, finish(c, LT_OK, &wd) == LT_OK, "wait d");
+    CHECK(c, finish(c, LT_OK, &wb) == LT_OK, "wait b");
+    CHECK(c, finish(c, LT_OK, &wa) == LT_OK, "wait a");
+    for (int i = 0; i < N; i++) {
+        double s = expected(LT_F32, LT_SUM, c->world, (size_t)i), m = expected(LT_F32, LT_MAX, c->world, (size_t)i);
+        CHECK(c, a[i] == s && b[i] == 2 * s && d[i] == 3 * m, "[%d]: %g %g %g", i, a[i], b[i], d[i]);
+    }
+    if (check_many_in_flight(c, g1)) return 1;
+    CHECK(c, c->be->destroy(&c->ctx, g1) == LT_OK, "destroy g1");
+    if (check_allreduce(c, g2, LT_I32, LT_SUM, 99)) return 1;
+    CHECK(c, c->be->destroy(&c->ctx, g2) == LT_OK, "destroy g2");
+    free(a);
+    free(b);
+    free(d);
+    return 0;
+}
+
+/* 2 ranks; rank 1 never joins a collective of a group with a 1.5 s timeout:
+ * rank 0's wait first reports "still running" (the work stays valid), then
+ * the timeout as an error naming the collective, after between 1.4 and
+ * max_seconds s (0: not timed); the group then fails fast. */
+static int harness_sc_timeout(child *c, double max_seconds) {
+    CHECK(c, !store_barrier(c, "tmo-ready"), "store barrier");
+    lt_backend_group *g = make_group(c, "tmo/", 1500, 0);
+    CHECK(c, g, "create");
+    char key[128];
+    snprintf(key, sizeof key, "%sdone", c->prefix);
+    if (c->rank == 1) {
+        void *v;
+        size_t n;
+        CHECK(c, lt_store_get(c->store, key, &v, &n) == LT_OK, "rank 0 finished: %s", lt_store_error(c->store));
+        free(v);
+        c->be->destroy(&c->ctx, g);
+        return 0;
+    }
+    float buf[64] = {0};
+    lt_backend_work *w;
+    double t0 = lt_now();
+    CHECK(c, c->be->allreduce(&c->ctx, g, buf, 64, LT_F32, LT_SUM, &w) == LT_OK, "issue");
+    CHECK(c, c->be->wait(&c->ctx, w, 0) == LT_ERR_TIMEOUT, "poll");
+    CHECK(c, strstr(lt_last_error(&c->ctx), "still running"), "poll message: %s", lt_last_error(&c->ctx));
+    lt_status st = c->be->wait(&c->ctx, w, WAIT_MS);
+    double dt = lt_now() - t0;
+    CHECK(c, st == LT_ERR_TIMEOUT, HARNESS_NAME " timeout, got %s: %s", lt_status_str(st), lt_last_error(&c->ctx));
+    if (max_seconds > 0)
+        CHECK(c, dt > 1.4 && dt < max_seconds, "timed out after %.3f s, want 1.5 (1.4 to %.1f)", dt, max_seconds);
+    CHECK(c, strstr(lt_last_error(&c->ctx), "allreduce #1 on group") &&
+                 strstr(lt_last_error(&c->ctx), "timed out"),
+          "message: %s", lt_last_error(&c->ctx));
+    c->be->free_work(&c->ctx, w);
+    st = finish(c, c->be->barrier(&c->ctx, g, &w), &w);
+    CHECK(c, st == LT_ERR_ABORTED && strstr(lt_last_error(&c->ctx), "failed earlier"), "after: %s",
+          lt_last_error(&c->ctx));
+    CHECK(c, lt_store_set(c->store, key, "1", 1) == LT_OK, "set done");
+    c->be->destroy(&c->ctx, g);
+    return 0;
+}
+
+/* Bad requests every backend refuses at issue, with a message; then an
+ * allreduce on g shows they broke nothing (nor did the backend's own refused
+ * requests, checked before this). */
+static int harness_bad_requests(child *c, lt_backend_group *g) {
+    lt_backend_work *w = NULL;
+    float x = 1;
+    CHECK(c, c->be->allreduce(&c->ctx, g, &x, 1, (lt_dtype)99, LT_SUM, &w) == LT_ERR_UNSUPPORTED, "dtype 99");
+    CHECK(c, strstr(lt_last_error(&c->ctx), "dtype 99"), "message: %s", lt_last_error(&c->ctx));
+    CHECK(c, c->be->allreduce(&c->ctx, g, &x, 1, LT_F32, (lt_redop)9, &w) == LT_ERR_UNSUPPORTED, "op 9");
+    CHECK(c, c->be->broadcast(&c->ctx, g, &x, 1, LT_F32, c->world, &w) == LT_ERR_INVALID, "root");
+    CHECK(c, c->be->allreduce(&c->ctx, g, NULL, 4, LT_F32, LT_SUM, &w) == LT_ERR_INVALID, "NULL buffer");
+    bool ok = true;
+    CHECK(c, c->be->supports(&c->ctx, (lt_dtype)0, LT_SUM, &ok) == LT_OK && !ok, "supports dtype 0");
+    return check_allreduce(c, g, LT_I64, LT_MAX, 5);
 }
 
 static int suite_init(void) {
