@@ -627,7 +627,7 @@ static void test_rules(void) {
         {"data.normalize_std=0", "data.normalize_std = 0 (flag --x) must be > 0"},
         {"optimizer.beta2=1", "optimizer.beta2 = 1 (flag --x) must be in [0, 1)"},
         {"optimizer.lr=-0.1", "optimizer.lr = -0.1 (flag --x) must be >= 0"},
-        {"checkpoint.save_top_k=-2", "must be >= -1; -1 = keep all"},
+        {"checkpoint.save_top_k=3", "must be in [0, 1]; lt keeps the single best checkpoint"},
         {"scheduler.gamma=0", "scheduler.gamma = 0 (flag --x) must be > 0"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
