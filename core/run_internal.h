@@ -55,6 +55,7 @@ struct lt_run {
     int64_t accumulate;
     double clip_val;
     bool sync_grads;        /* this backward ends an accumulation window */
+    bool backward_hook_failed; /* a strategy hook failed inside backward (message in error) */
     bool drop_metrics;      /* sanity-check validation: run, do not record */
 
     /* progress */

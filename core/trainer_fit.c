@@ -105,7 +105,7 @@ static lt_status train_micro(lt_trainer *t, const lt_batch_view *b, int64_t micr
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "on_backward_start", st);
     *loss_value = lt_item(&r->step, loss);
     if (lt_step_backward(&r->step, loss, scale / (double)r->accumulate) != LT_OK) {
-        if (r->error[0] && strstr(r->step.error, r->error)) return r->step.status;
+        if (r->backward_hook_failed) return r->step.status;
         return step_failed(r, "backward");
     }
     return LT_OK;

@@ -165,6 +165,7 @@ static void grad_ready_cb(void *user, size_t offset, size_t count) {
     if (st != LT_OK) {
         lt_run_hook_failed(r, &r->strategy, "on_grad_ready", st);
         lt_step_set_error(&r->step, st, "%s", r->error);
+        r->backward_hook_failed = true; /* r->error already says it all */
     }
 }
 
