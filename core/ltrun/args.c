@@ -69,7 +69,9 @@ void ltrun_usage(void) {
            "  --help-plugin NAME       a plugin's parameters and defaults\n"
            "  --version, --help\n\n"
            "Environment: LT_<SECTION>__<KEY>=value sets config keys (e.g. LT_TRAINER__MAX_EPOCHS=5);\n"
-           "LT_PLUGIN_PATH adds plugin directories; LT_RDZV_TOKEN guards the rendezvous store.\n");
+           "LT_PLUGIN_PATH adds plugin directories; LT_RDZV_TOKEN guards the rendezvous store.\n"
+           "Exit status: 0 done; 2 the command line, the config or a plugin was refused (a\n"
+           "worker refusing before training is not restarted by --max-restarts); 1 otherwise.\n");
 }
 
 static int add_set(ltrun_args *a, const char *assignment, const char *origin, bool own) {
