@@ -70,8 +70,8 @@
 #include "lt/backend.h"
 #include "lt/store.h"
 extern "C" {
-#include "ctx.h" /* lt_ctx's layout and lt_ctx_init: a plugin needs a context */
-#include "store_server.h"
+#include "common/ctx.h" /* lt_ctx's layout and lt_ctx_init: a plugin needs a context */
+#include "dist/store_server.h"
 }
 
 #ifndef LT_BENCH_PLUGIN_DIR

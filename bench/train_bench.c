@@ -15,7 +15,7 @@
  * included): wall step_ms well above cpu_step_ms means other work took the core.
  *
  * GEMM reference: the eight cblas_sgemm calls one training step makes, with
- * lt's shapes, transposes and leading dimensions (core/layers.c):
+ * lt's shapes, transposes and leading dimensions (core/nn/layers.c):
  *   forward   Y = X W^T          NoTrans,Trans   m=B   n=out k=in     (3 layers)
  *   weight    dW = dY^T X        Trans,NoTrans   m=out n=in  k=B      (3 layers)
  *   input     dX = dY W          NoTrans,NoTrans m=B   n=in  k=out    (layers 2, 3;

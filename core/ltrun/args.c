@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "args.h"
-#include "config.h"
+#include "config/config.h"
 
 typedef struct flag_map {
     const char *flag;

@@ -27,7 +27,7 @@
 #include <unistd.h>
 #include "launcher.h"
 #include "lt/store.h"
-#include "store_server.h"
+#include "dist/store_server.h"
 
 extern char **environ;
 

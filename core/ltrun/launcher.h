@@ -41,7 +41,7 @@
 #ifndef LTRUN_LAUNCHER_H
 #define LTRUN_LAUNCHER_H
 
-#include "launch.h"
+#include "dist/launch.h"
 
 /* Runs the whole job and returns ltrun's exit status. argv is ltrun's own,
  * NULL-terminated; workers get it unchanged (plus --ckpt-path on a resume).

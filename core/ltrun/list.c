@@ -5,7 +5,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include "args.h"
-#include "registry.h"
+#include "registry/registry.h"
 
 /* NULL after printing why: out of memory, or a --plugin-dir that is not a
  * directory (LT_PLUGIN_PATH entries may be missing, like PATH entries). */

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "safetensors.h"
+#include "io/safetensors.h"
 
 static int is_param(const char *name) { return strncmp(name, "optimizer.", 10) != 0; }
 

@@ -1,5 +1,5 @@
 /* A linear classifier whose ranks log different sync_dist metrics in
- * validation, a bug core/pg.c must report as an error naming both ranks
+ * validation, a bug core/dist/process_group.c must report as an error naming both ranks
  * rather than hang on or compute garbage:
  *   model.mode = only_rank1  only rank 1 logs a sync_dist metric, so only
  *                            rank 1 reduces metrics after validation

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "config.h"
+#include "config/config.h"
 
 /* Called in each rank before its context is made; NULL: no config. */
 static lt_config *(*harness_config)(int rank);

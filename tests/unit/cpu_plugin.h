@@ -7,7 +7,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
-#include "ctx.h"
+#include "common/ctx.h"
 #include "lt/accelerator.h"
 
 #define CPU_PLUGIN_PATH LT_TEST_PLUGIN_DIR "/liblt-accelerator-cpu.so"

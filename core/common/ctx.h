@@ -1,0 +1,28 @@
+/* The plugin context: one per plugin instance in use. Internal layout. */
+#ifndef LT_CTX_INTERNAL_H
+#define LT_CTX_INTERNAL_H
+
+#include "lt/core.h"
+#include "config/config.h"
+
+struct lt_ctx {
+    uint32_t kind;                 /* lt_kind, 0 for core-internal contexts */
+    char name[64];                 /* plugin name ("ddp") */
+    const lt_plugin_header *desc;  /* resolved table */
+    void *state;                   /* the plugin's */
+    const lt_config *config;       /* NULL: parameters take their defaults */
+    int rank;                      /* for log prefixes; -1 unknown */
+    void *owner;                   /* core object this ctx belongs to (run, trainer) */
+};
+
+/* Fills a context for a plugin instance; config may be NULL. */
+void lt_ctx_init(lt_ctx *ctx, uint32_t kind, const char *name, const lt_plugin_header *desc,
+                 const lt_config *config);
+/* The process-wide log level (LT_LOG_*), default INFO; rank shown in prefixes. */
+void lt_log_set_level(int level);
+int lt_log_level(void);
+void lt_log_set_rank(int rank);
+/* Clears this thread's error message. */
+void lt_clear_error(void);
+
+#endif

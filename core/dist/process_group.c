@@ -1,0 +1,340 @@
+/* Process groups: a backend group plus a sequence number and a fingerprint
+ * (op, count, dtype) per collective. The fast path adds nothing: the check
+ * runs only when a wait has lasted a second, or failed. Then each rank writes
+ * what it is waiting in to the store and reads the others', so ranks that
+ * called different collectives get an error naming both instead of a hang. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include "trainer/run_internal.h"
+#include "store_server.h"
+
+#define PG_CHECK_SLICE_MS 1000
+
+struct lt_pg {
+    lt_run *run;
+    const lt_backend_desc *b;
+    lt_ctx bctx;              /* this group's backend context (its own, so groups of
+                                 different backends never share one) */
+    lt_work *free_works;      /* finished work records, reused: no malloc per step */
+    pthread_mutex_t pool_lock; /* issue and wait may run on different threads */
+    lt_backend_group *g;
+    lt_store *store;          /* this group's own connection (fingerprints) */
+    lt_store *bstore;         /* the backend's connection, valid until destroy */
+    bool fp_off;              /* the store failed once: no more fingerprint checks */
+    char name[64];
+    char prefix[160];
+    int rank, size;
+    int64_t timeout_ms;
+    uint64_t seq;
+    char error[1024];
+};
+
+struct lt_work {
+    lt_pg *pg;
+    lt_work *next;            /* in pg->free_works */
+    lt_backend_work *w;
+    uint64_t seq;             /* 0 for send/recv: only the pair takes part, no check */
+    char what[96];            /* "allreduce #12 (1024 f32)" */
+};
+
+/* launcher.rdzv_timeout_s in ms, capped so it fits the int the store takes. */
+static int rdzv_timeout_ms(lt_run *r) {
+    int64_t s = 300;
+    lt_config_int(r->config, "launcher", "rdzv_timeout_s", &s, NULL, 0);
+    return s < 1 ? 1000 : s > 2000000 ? 2000000000 : (int)(s * 1000);
+}
+
+static lt_status connect_store(lt_run *r) {
+    if (r->store) return LT_OK;
+    int tmo = rdzv_timeout_ms(r);
+    char err[512];
+    /* ltrun and ddp_spawn host the store and say so; under srun, mpirun or
+     * torchrun nobody does, so rank 0 hosts it for the job's lifetime. */
+    const char *hosted = getenv("LT_STORE_HOSTED");
+    if (r->world.global_rank == 0 && r->world.world_size > 1 && !(hosted && *hosted == '1') && !r->store_server) {
+        int port = 0;
+        lt_status st = lt_store_server_start(NULL, r->world.main_port, NULL, &r->store_server, &port, err, sizeof err);
+        if (st != LT_OK)
+            return lt_run_fail(r, st, "rank 0: cannot host the rendezvous store (no launcher hosts one): %s", err);
+    }
+    lt_status st = lt_store_connect(r->world.main_address, r->world.main_port, NULL, tmo, &r->store,
+                                    err, sizeof err);
+    if (st != LT_OK) return lt_run_fail(r, st, "rank %d: %s", r->world.global_rank, err);
+    lt_store_set_timeout(r->store, tmo);
+    return LT_OK;
+}
+
+/* The group's backend: the run's (with its hook overrides) or another one by
+ * name (e.g. gloo beside nccl), in a context of the group's own. */
+static lt_status backend_for(lt_run *r, const char *name, lt_pg *pg) {
+    if (!name || !strcasecmp(name, "auto") || (r->backend.loaded && !strcasecmp(name, r->backend.ctx.name))) {
+        if (!r->backend.loaded)
+            return lt_run_fail(r, LT_ERR_STATE, "no process-group backend is loaded; set strategy.process_group_backend");
+        pg->bctx = r->backend.ctx;
+    } else {
+        char err[1024];
+        const lt_plugin_header *d;
+        lt_status st = lt_registry_load(r->registry, LT_KIND_BACKEND, name, &d, err, sizeof err);
+        if (st != LT_OK) return lt_run_fail(r, st, "process group backend: %s", err);
+        lt_ctx_init(&pg->bctx, LT_KIND_BACKEND, d->name, d, r->config);
+    }
+    pg->b = (const lt_backend_desc *)pg->bctx.desc;
+    return LT_OK;
+}
+
+/* Where the accelerator's buffers live, as it says (memory_is_host). */
+static bool accel_memory_is_host(lt_run *r) {
+    const lt_accelerator_desc *a = LT_ACC(r);
+    bool host = false;
+    return a && a->memory_is_host && a->memory_is_host(&r->accel.ctx, &host) == LT_OK && host;
+}
+
+lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_pg **out) {
+    *out = NULL;
+    LT_CHECK(connect_store(r));
+    lt_pg *pg = calloc(1, sizeof *pg);
+    if (!pg) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
+    pg->run = r;
+    pg->rank = r->world.global_rank;
+    pg->size = r->world.world_size;
+    snprintf(pg->name, sizeof pg->name, "%s", name ? name : "default");
+    const char *gen = getenv("LT_RESTART_COUNT");
+    /* Restarted groups use fresh keys: the store outlives the workers. */
+    snprintf(pg->prefix, sizeof pg->prefix, "pg/%s/%s/", gen && *gen ? gen : "0", pg->name);
+    int64_t tmo_s = 1800;
+    lt_config_int(r->config, "strategy", "timeout_s", &tmo_s, NULL, 0);
+    pg->timeout_ms = tmo_s * 1000;
+    pthread_mutex_init(&pg->pool_lock, NULL);
+    lt_status st = backend_for(r, backend, pg);
+    if (st == LT_OK && (st = lt_store_clone(r->store, &pg->store)) == LT_OK)
+        st = lt_store_clone(r->store, &pg->bstore);
+    if (st != LT_OK && !r->error[0])
+        lt_run_fail(r, st, "cannot open another connection to the rendezvous store: %s", lt_store_error(r->store));
+    if (st == LT_OK) {
+        /* Fingerprint checks run while a collective already waits: they must
+         * not add minutes of their own when the store is gone. */
+        lt_store_set_timeout(pg->store, 5000);
+        lt_pg_options o = {.struct_size = sizeof o, .prefix = pg->prefix, .timeout_ms = pg->timeout_ms,
+                           .mem_kind = accel_memory_is_host(r) ? LT_MEM_HOST : LT_MEM_DEVICE,
+                           .device = r->world.device, .connect_timeout_ms = rdzv_timeout_ms(r),
+                           .main_address = r->world.main_address};
+        st = pg->b->create(&pg->bctx, pg->bstore, pg->rank, pg->size, &o, &pg->g);
+        if (st != LT_OK)
+            lt_run_fail(r, st, "rank %d: creating process group '%s' with %s: %s", pg->rank, pg->name,
+                        pg->bctx.name, lt_last_error(&pg->bctx));
+    }
+    if (st != LT_OK) {
+        if (pg->bstore) lt_store_close(pg->bstore);
+        if (pg->store) lt_store_close(pg->store);
+        pthread_mutex_destroy(&pg->pool_lock);
+        free(pg);
+        return st;
+    }
+    lt_log(NULL, LT_LOG_DEBUG, "process group '%s': rank %d of %d over %s", pg->name, pg->rank, pg->size, pg->bctx.name);
+    *out = pg;
+    return LT_OK;
+}
+
+void lt_pg_destroy(lt_pg *pg) {
+    if (!pg) return;
+    pg->b->destroy(&pg->bctx, pg->g);
+    lt_store_close(pg->bstore); /* after destroy: the backend may use it until then */
+    lt_store_close(pg->store);
+    while (pg->free_works) {
+        lt_work *n = pg->free_works->next;
+        free(pg->free_works);
+        pg->free_works = n;
+    }
+    pthread_mutex_destroy(&pg->pool_lock);
+    free(pg);
+}
+
+bool lt_pg_supports(lt_pg *pg, lt_dtype t, lt_redop op) {
+    bool ok = true;
+    return pg->b->supports(&pg->bctx, t, op, &ok) == LT_OK && ok;
+}
+
+const char *lt_pg_backend_name(const lt_pg *pg) { return pg->bctx.name; }
+
+int lt_pg_rank(const lt_pg *pg) { return pg->rank; }
+int lt_pg_size(const lt_pg *pg) { return pg->size; }
+const char *lt_pg_error(const lt_pg *pg) { return pg->error; }
+void lt_pg_abort(lt_pg *pg) { pg->b->abort(&pg->bctx, pg->g); }
+
+/* Collectives are numbered (the fingerprint check compares numbers across
+ * ranks); send/recv (peer >= 0) are not, since only the pair takes part. */
+static lt_status issue(lt_pg *pg, lt_status st, lt_backend_work *bw, lt_work **out,
+                       const char *op, size_t count, lt_dtype t, int peer) {
+    uint64_t seq = peer < 0 ? ++pg->seq : 0;
+    char what[96];
+    if (peer < 0)
+        snprintf(what, sizeof what, "%s #%llu (%zu %s)", op, (unsigned long long)seq, count,
+                 t ? lt_dtype_name(t) : "-");
+    else
+        snprintf(what, sizeof what, "%s with rank %d (%zu %s)", op, peer, count, lt_dtype_name(t));
+    *out = NULL;
+    if (st != LT_OK) {
+        snprintf(pg->error, sizeof pg->error, "%s on group '%s' (rank %d): %s", what, pg->name,
+                 pg->rank, lt_last_error(&pg->bctx));
+        return st;
+    }
+    pthread_mutex_lock(&pg->pool_lock);
+    lt_work *w = pg->free_works;
+    if (w) pg->free_works = w->next;
+    pthread_mutex_unlock(&pg->pool_lock);
+    if (!w) w = malloc(sizeof *w); /* only until the pool holds the most works in flight */
+    if (!w) {
+        pg->b->wait(&pg->bctx, bw, -1);
+        pg->b->free_work(&pg->bctx, bw);
+        snprintf(pg->error, sizeof pg->error, "%s on group '%s' (rank %d): out of memory", what,
+                 pg->name, pg->rank);
+        return LT_ERR_NOMEM;
+    }
+    w->pg = pg;
+    w->w = bw;
+    w->seq = seq;
+    memcpy(w->what, what, sizeof what);
+    *out = w;
+    return LT_OK;
+}
+
+/* Publishes what this rank waits in and compares with the others'. Returns
+ * LT_ERR_MISMATCH (message in pg->error) when a rank waits in a different
+ * collective under the same sequence number. */
+static lt_status check_fingerprints(lt_work *w) {
+    lt_pg *pg = w->pg;
+    if (w->seq == 0 || pg->fp_off) return LT_OK;
+    char key[256], val[160];
+    snprintf(key, sizeof key, "%sat/%d", pg->prefix, pg->rank);
+    snprintf(val, sizeof val, "%s", w->what);
+    if (lt_store_set(pg->store, key, val, strlen(val)) != LT_OK) {
+        pg->fp_off = true; /* the store is gone: the wait's own timeout reports */
+        return LT_OK;
+    }
+    for (int r = 0; r < pg->size; r++) {
+        if (r == pg->rank) continue;
+        snprintf(key, sizeof key, "%sat/%d", pg->prefix, r);
+        void *v = NULL;
+        size_t len = 0;
+        if (lt_store_try_get(pg->store, key, &v, &len) != LT_OK) continue;
+        char other[160];
+        snprintf(other, sizeof other, "%.*s", (int)len, (char *)v);
+        free(v);
+        const char *hash = strchr(other, '#');
+        unsigned long long oseq = hash ? strtoull(hash + 1, NULL, 10) : 0;
+        if (oseq == w->seq && strcmp(other, w->what)) {
+            snprintf(pg->error, sizeof pg->error,
+                     "ranks disagree on collective #%llu of group '%s': rank %d called %s but rank %d called %s; "
+                     "every rank must make the same collective calls in the same order (e.g. log with sync_dist on all ranks)",
+                     (unsigned long long)w->seq, pg->name, pg->rank, w->what, r, other);
+            return LT_ERR_MISMATCH;
+        }
+    }
+    return LT_OK;
+}
+
+lt_status lt_work_wait(lt_work *w) {
+    if (!w) return LT_ERR_INVALID;
+    lt_pg *pg = w->pg;
+    double deadline = lt_now() + (double)pg->timeout_ms / 1000.0;
+    lt_status st;
+    for (;;) {
+        double left = deadline - lt_now();
+        int64_t slice = left * 1000 < PG_CHECK_SLICE_MS ? (int64_t)(left * 1000) : PG_CHECK_SLICE_MS;
+        if (slice < 0) slice = 0;
+        st = pg->b->wait(&pg->bctx, w->w, slice);
+        if (st != LT_ERR_TIMEOUT) break;
+        if (check_fingerprints(w) != LT_OK) {
+            pg->b->abort(&pg->bctx, pg->g); /* the peers' waits fail too */
+            st = LT_ERR_MISMATCH;
+            break;
+        }
+        if (lt_now() >= deadline) {
+            snprintf(pg->error, sizeof pg->error,
+                     "rank %d: %s on group '%s' did not finish within %lld s (strategy.timeout_s); a peer is stuck or gone",
+                     pg->rank, w->what, pg->name, (long long)(pg->timeout_ms / 1000));
+            pg->b->abort(&pg->bctx, pg->g);
+            break;
+        }
+    }
+    if (st != LT_OK && st != LT_ERR_MISMATCH && st != LT_ERR_TIMEOUT) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", lt_last_error(&pg->bctx));
+        /* A backend may fail fast on a mismatch (sizes differ): give the peers
+         * a moment to publish theirs so the message names both ranks. */
+        lt_status fp = LT_OK;
+        for (int i = 0; i < 5 && fp == LT_OK; i++) {
+            fp = check_fingerprints(w);
+            if (fp == LT_OK) { struct timespec ts = {0, 100 * 1000000L}; nanosleep(&ts, NULL); }
+        }
+        if (fp == LT_ERR_MISMATCH) st = LT_ERR_MISMATCH;
+        else
+            snprintf(pg->error, sizeof pg->error, "rank %d: %s on group '%s' failed: %s", pg->rank, w->what,
+                     pg->name, *msg ? msg : lt_status_str(st));
+    }
+    pg->b->free_work(&pg->bctx, w->w);
+    pthread_mutex_lock(&pg->pool_lock);
+    w->next = pg->free_works;
+    pg->free_works = w;
+    pthread_mutex_unlock(&pg->pool_lock);
+    return st;
+}
+
+lt_status lt_pg_allreduce(lt_pg *pg, void *buf, size_t count, lt_dtype t, lt_redop op, lt_work **w) {
+    lt_backend_work *bw = NULL;
+    lt_status st = pg->b->allreduce(&pg->bctx, pg->g, buf, count, t, op, &bw);
+    return issue(pg, st, bw, w, "allreduce", count, t, -1);
+}
+
+lt_status lt_pg_broadcast(lt_pg *pg, void *buf, size_t count, lt_dtype t, int root, lt_work **w) {
+    lt_backend_work *bw = NULL;
+    lt_status st = pg->b->broadcast(&pg->bctx, pg->g, buf, count, t, root, &bw);
+    return issue(pg, st, bw, w, "broadcast", count, t, -1);
+}
+
+lt_status lt_pg_allgather(lt_pg *pg, const void *send, void *recv, size_t count, lt_dtype t, lt_work **w) {
+    lt_backend_work *bw = NULL;
+    lt_status st = pg->b->allgather(&pg->bctx, pg->g, send, recv, count, t, &bw);
+    return issue(pg, st, bw, w, "allgather", count, t, -1);
+}
+
+lt_status lt_pg_reduce_scatter(lt_pg *pg, const void *send, void *recv, size_t count, lt_dtype t,
+                               lt_redop op, lt_work **w) {
+    lt_backend_work *bw = NULL;
+    lt_status st = pg->b->reduce_scatter(&pg->bctx, pg->g, send, recv, count, t, op, &bw);
+    return issue(pg, st, bw, w, "reduce_scatter", count, t, -1);
+}
+
+lt_status lt_pg_send(lt_pg *pg, const void *buf, size_t count, lt_dtype t, int peer, uint32_t tag, lt_work **w) {
+    lt_backend_work *bw = NULL;
+    lt_status st = pg->b->send(&pg->bctx, pg->g, buf, count, t, peer, tag, &bw);
+    return issue(pg, st, bw, w, "send", count, t, peer);
+}
+
+lt_status lt_pg_recv(lt_pg *pg, void *buf, size_t count, lt_dtype t, int peer, uint32_t tag, lt_work **w) {
+    lt_backend_work *bw = NULL;
+    lt_status st = pg->b->recv(&pg->bctx, pg->g, buf, count, t, peer, tag, &bw);
+    return issue(pg, st, bw, w, "recv", count, t, peer);
+}
+
+lt_status lt_pg_barrier(lt_pg *pg, lt_work **w) {
+    lt_backend_work *bw = NULL;
+    lt_status st = pg->b->barrier(&pg->bctx, pg->g, &bw);
+    return issue(pg, st, bw, w, "barrier", 0, 0, -1);
+}
+
+lt_status lt_pg_allreduce_sync(lt_pg *pg, void *buf, size_t count, lt_dtype t, lt_redop op) {
+    lt_work *w;
+    LT_CHECK(lt_pg_allreduce(pg, buf, count, t, op, &w));
+    return lt_work_wait(w);
+}
+
+lt_status lt_pg_broadcast_sync(lt_pg *pg, void *buf, size_t count, lt_dtype t, int root) {
+    lt_work *w;
+    LT_CHECK(lt_pg_broadcast(pg, buf, count, t, root, &w));
+    return lt_work_wait(w);
+}

@@ -1,0 +1,78 @@
+/* The state of one worker process: the plugins in use, the model, the data,
+ * the optimizer. `struct lt_run` is what strategy and precision plugins see
+ * (opaquely) as lt_run; the trainer wraps it. */
+#ifndef LT_RUN_INTERNAL_H
+#define LT_RUN_INTERNAL_H
+
+#include "lt/lt.h"
+#include "lt/trainer.h"
+#include "config/config.h"
+#include "common/ctx.h"
+#include "config/devices.h"
+#include "registry/registry.h"
+#include "nn/nn_internal.h"
+#include "io/metrics.h"
+#include "nn/optim.h"
+#include "dist/launch.h"
+
+typedef struct lt_plugin {
+    const lt_plugin_header *desc; /* resolved table */
+    lt_ctx ctx;
+    bool loaded;
+} lt_plugin;
+
+#define LT_ACC(r) ((const lt_accelerator_desc *)(r)->accel.desc)
+#define LT_STRAT(r) ((const lt_strategy_desc *)(r)->strategy.desc)
+#define LT_PREC(r) ((const lt_precision_desc *)(r)->precision.desc)
+#define LT_ENV(r) ((const lt_environment_desc *)(r)->env.desc)
+#define LT_MOD(r) ((const lt_module_desc *)(r)->module.desc)
+#define LT_BACKEND(r) ((const lt_backend_desc *)(r)->backend.desc)
+
+struct lt_run {
+    lt_config *config;
+    lt_registry *registry;
+    lt_plugin accel, strategy, precision, env, module, backend;
+    lt_launch_kind launch;
+    lt_device_list devices;
+    lt_world world;
+    bool accel_ready;
+
+    /* model and step */
+    lt_model *model;
+    lt_step step;
+    lt_precision_dtypes dtypes;
+    uint64_t seed;
+
+    /* distributed */
+    lt_store *store;
+    struct lt_store_server *store_server; /* rank 0 hosts it when no launcher does */
+    lt_pg *default_pg;
+    bool external_launch; /* a launcher (ltrun, torchrun, srun) started this process */
+
+    /* optimization */
+    lt_optim_config optim_cfg;
+    lt_optimizer optim;
+    int64_t accumulate;
+    double clip_val;
+    bool sync_grads;        /* this backward ends an accumulation window */
+    bool backward_hook_failed; /* a strategy hook failed inside backward (message in error) */
+    bool drop_metrics;      /* sanity-check validation: run, do not record */
+
+    /* progress */
+    int64_t epoch;          /* current (0-based) */
+    int64_t global_step;    /* optimizer steps taken */
+    int64_t batch_in_epoch; /* batches consumed in the current epoch (resume) */
+    lt_metrics metrics;
+    lt_status_slot *status_slot; /* progress for ltrun, or NULL */
+    char error[2048];
+};
+
+/* trainer_worker.c: rank, world and main address from the environment plugin. */
+lt_status lt_run_read_world(lt_run *r);
+/* run_api.c */
+void lt_run_register_defaults(void);
+lt_status lt_run_fail(lt_run *r, lt_status st, const char *fmt, ...) LT_PRINTF(3, 4);
+/* After a plugin hook failed: "<kind> '<name>': <hook> failed: <message>". */
+lt_status lt_run_hook_failed(lt_run *r, const lt_plugin *p, const char *hook, lt_status st);
+
+#endif

@@ -1,0 +1,72 @@
+/* The rest of the public trainer API: results and cleanup. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "trainer_internal.h"
+#include "dist/store_server.h"
+
+lt_status lt_trainer_set_ckpt_path(lt_trainer *t, const char *path) {
+    if (!path || !*path)
+        return lt_run_fail(&t->run, LT_ERR_INVALID, "checkpoint path (--ckpt-path) is empty; "
+                           "name the .safetensors file to resume from or evaluate");
+    if (strlen(path) >= sizeof t->ckpt_path)
+        return lt_run_fail(&t->run, LT_ERR_INVALID, "checkpoint path (--ckpt-path) '%.64s...' is "
+                           "%zu bytes; paths up to %zu bytes are supported",
+                           path, strlen(path), sizeof t->ckpt_path - 1);
+    snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s", path);
+    return LT_OK;
+}
+
+bool lt_trainer_metric(const lt_trainer *t, const char *name, double *value) {
+    const lt_metric *m = lt_metrics_find(&t->run.metrics, name);
+    if (!m) return false;
+    *value = m->has_epoch ? m->epoch_value : m->step_value;
+    return true;
+}
+
+lt_status lt_trainer_params(lt_trainer *t, double *out, size_t count, size_t *total) {
+    lt_run *r = &t->run;
+    if (!r->model || !r->model->params_flat)
+        return lt_run_fail(r, LT_ERR_STATE, "lt_trainer_params: the model does not exist yet; call fit, validate or test first");
+    lt_model *m = r->model;
+    if (total) *total = m->total;
+    size_t n = count < m->total ? count : m->total;
+    size_t es = lt_dtype_size(m->dtype);
+    void *host = malloc(m->total * es);
+    if (!host) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
+    lt_status st = LT_ACC(r)->copy(&r->accel.ctx, host, m->params_flat, m->total * es, LT_COPY_D2H);
+    if (st == LT_OK) st = LT_ACC(r)->synchronize(&r->accel.ctx);
+    if (st == LT_OK) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = m->dtype == LT_F64 ? ((double *)host)[i] : (double)((float *)host)[i];
+    }
+    free(host);
+    return st == LT_OK ? LT_OK : lt_run_hook_failed(r, &r->accel, "copy", st);
+}
+
+void lt_trainer_free(lt_trainer *t) {
+    if (!t) return;
+    lt_run *r = &t->run;
+    lt_loader_free(t->train_loader);
+    lt_loader_free(t->val_loader);
+    lt_loader_free(t->test_loader);
+    lt_dataset_destroy(&t->train_ds);
+    lt_dataset_destroy(&t->val_ds);
+    lt_dataset_destroy(&t->test_ds);
+    lt_dataset_destroy(&t->train_base);
+    if (r->strategy.loaded && t->worker_ready) LT_STRAT(r)->teardown(&r->strategy.ctx, r);
+    if (r->module.loaded && t->worker_ready && LT_MOD(r)->teardown) LT_MOD(r)->teardown(&r->module.ctx);
+    if (r->model) {
+        lt_optim_free(&r->optim, LT_ACC(r), &r->accel.ctx);
+        lt_step_destroy(&r->step);
+        lt_model_free(r->model);
+    }
+    if (r->accel_ready) LT_ACC(r)->teardown(&r->accel.ctx);
+    if (r->store) lt_store_close(r->store);
+    if (r->store_server) lt_store_server_stop(r->store_server);
+    lt_metrics_free(&r->metrics);
+    free(t->spawn_params);
+    if (r->registry) lt_registry_free(r->registry);
+    if (r->config) lt_config_free(r->config);
+    free(t);
+}

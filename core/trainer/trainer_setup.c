@@ -1,0 +1,404 @@
+/* lt_trainer_new: resolves the config (defaults < INI < env < flags), picks and
+ * loads every plugin it names, declares their parameters, and validates. */
+#include <ctype.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "trainer_internal.h"
+#include "dist/launch.h"
+
+extern char **environ;
+
+lt_status lt_run_fail(lt_run *r, lt_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->error, sizeof r->error, fmt, ap);
+    va_end(ap);
+    /* Plugins that called into the core forward lt_last_error(). */
+    lt_set_error(NULL, "%s", r->error);
+    return st;
+}
+
+lt_status lt_run_hook_failed(lt_run *r, const lt_plugin *p, const char *hook, lt_status st) {
+    const char *msg = lt_last_error(&p->ctx);
+    return lt_run_fail(r, st, "%s '%s': %s failed: %s", lt_kind_name(p->ctx.kind), p->ctx.name,
+                       hook, *msg ? msg : lt_status_str(st));
+}
+
+/* The config section a plugin's parameters live in besides [<kind>.<name>]. */
+static const char *kind_section(lt_kind kind) {
+    return kind == LT_KIND_MODULE ? "model" : lt_kind_name(kind);
+}
+
+static lt_status declare_params(lt_run *r, lt_kind kind, const lt_plugin_header *d, bool selected) {
+    char sec[160];
+    snprintf(sec, sizeof sec, "%s.%s", lt_kind_name(kind), d->name);
+    for (char *c = sec; *c; c++) *c = (char)tolower((unsigned char)*c);
+    LT_CHECK(lt_config_declare_section(r->config, sec, false));
+    for (const lt_param_spec *p = d->params; p && p->name; p++) {
+        LT_CHECK(lt_config_declare(r->config, sec, p->name, (lt_param_type)p->type, p->def, p->help));
+        if (selected)
+            LT_CHECK(lt_config_declare(r->config, kind_section(kind), p->name, (lt_param_type)p->type, p->def, p->help));
+    }
+    return LT_OK;
+}
+
+static lt_status load_plugin(lt_run *r, lt_plugin *p, lt_kind kind, const char *spec,
+                             const char *origin_key) {
+    char err[1536];
+    const lt_plugin_header *d;
+    lt_status st = lt_registry_load(r->registry, kind, spec, &d, err, sizeof err);
+    if (st != LT_OK) return lt_run_fail(r, st, "%s: %s", origin_key, err);
+    lt_ctx_init(&p->ctx, kind, d->name, d, r->config);
+    p->ctx.owner = r;
+    p->desc = d;
+    p->loaded = true;
+    return declare_params(r, kind, d, true);
+}
+
+/* Hooks set in [<kind>] as "path:symbol" replace the loaded table's hook. */
+typedef struct override_visit {
+    lt_run *r;
+    lt_plugin *p;
+    lt_kind kind;
+    lt_status st;
+} override_visit;
+
+static void visit_override(void *user, const char *key, const char *value, const char *origin) {
+    override_visit *v = user;
+    if (v->st != LT_OK) return;
+    size_t n;
+    const lt_hook_info *hooks = lt_hooks_of(v->kind, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(hooks[i].name, key)) continue;
+        char err[1024];
+        const lt_plugin_header *d;
+        v->st = lt_registry_override_hook(v->r->registry, v->kind, v->p->desc, key, value, &d, err, sizeof err);
+        if (v->st != LT_OK) {
+            lt_run_fail(v->r, v->st, "%s.%s = '%s' (%s): %s", lt_kind_name(v->kind), key, value, origin, err);
+            return;
+        }
+        v->p->desc = d;
+        v->p->ctx.desc = d;
+        lt_log(NULL, LT_LOG_INFO, "%s '%s': hook %s taken from %s", lt_kind_name(v->kind), v->p->ctx.name, key, value);
+    }
+}
+
+static lt_status apply_overrides(lt_run *r, lt_plugin *p, lt_kind kind) {
+    override_visit v = {r, p, kind, LT_OK};
+    lt_config_each(r->config, lt_kind_name(kind), visit_override, &v);
+    return v.st;
+}
+
+static void declare_hooks(lt_run *r) {
+    for (int k = 1; k <= LT_KIND_COUNT; k++) {
+        if (k == LT_KIND_MODULE) continue;
+        size_t n;
+        const lt_hook_info *hooks = lt_hooks_of((lt_kind)k, &n);
+        for (size_t i = 0; i < n; i++)
+            lt_config_declare(r->config, lt_kind_name((lt_kind)k), hooks[i].name, LT_PARAM_STRING, NULL,
+                              "replace this hook: path/to/lib.so:symbol");
+    }
+}
+
+static const char *cfg(const lt_run *r, const char *sec, const char *key) {
+    const char *v = lt_config_value(r->config, sec, key);
+    return v ? v : "";
+}
+
+static lt_status pick_accelerator(lt_run *r) {
+    const char *name = cfg(r, "trainer", "accelerator");
+    if (!strcasecmp(name, "cuda")) name = "gpu";
+    if (strcasecmp(name, "auto")) return load_plugin(r, &r->accel, LT_KIND_ACCELERATOR, name, "trainer.accelerator");
+    /* auto: gpu when its plugin loads and finds a device, else cpu. */
+    const lt_plugin_header *d;
+    char err[512];
+    if (lt_registry_load(r->registry, LT_KIND_ACCELERATOR, "gpu", &d, err, sizeof err) == LT_OK) {
+        lt_ctx c;
+        lt_ctx_init(&c, LT_KIND_ACCELERATOR, "gpu", d, r->config);
+        bool avail = false;
+        int count = 0;
+        const lt_accelerator_desc *a = (const lt_accelerator_desc *)d;
+        if (a->is_available(&c, &avail) == LT_OK && avail && a->device_count(&c, &count) == LT_OK && count > 0)
+            return load_plugin(r, &r->accel, LT_KIND_ACCELERATOR, "gpu", "trainer.accelerator");
+    }
+    return load_plugin(r, &r->accel, LT_KIND_ACCELERATOR, "cpu", "trainer.accelerator");
+}
+
+static lt_status pick_devices(lt_run *r) {
+    const lt_accelerator_desc *a = LT_ACC(r);
+    bool avail = false;
+    int count = 0;
+    lt_status st = a->is_available(&r->accel.ctx, &avail);
+    if (st == LT_OK) st = a->device_count(&r->accel.ctx, &count);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "device_count", st);
+    if (!avail)
+        return lt_run_fail(r, LT_ERR_NOT_FOUND, "trainer.accelerator = %s: no usable device on this machine; use accelerator=cpu or auto",
+                           r->accel.ctx.name);
+    char err[512];
+    st = lt_devices_parse(cfg(r, "trainer", "devices"), r->accel.ctx.name, count, &r->devices, err, sizeof err);
+    if (st != LT_OK)
+        return lt_run_fail(r, st, "trainer.devices (%s): %s", lt_config_origin(r->config, "trainer", "devices"), err);
+    return LT_OK;
+}
+
+static lt_status pick_precision(lt_run *r) {
+    const char *p = cfg(r, "trainer", "precision");
+    static const struct { const char *alias, *name; } map[] = {
+        {"32", "32-true"}, {"64", "64-true"}, {"16", "16-mixed"}, {"bf16", "bf16-mixed"},
+        {"double", "64-true"}, {"float", "32-true"}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcasecmp(p, map[i].alias)) p = map[i].name;
+    return load_plugin(r, &r->precision, LT_KIND_PRECISION, p, "trainer.precision");
+}
+
+static lt_status pick_strategy(lt_run *r) {
+    const char *s = cfg(r, "trainer", "strategy");
+    int64_t nodes = 1;
+    lt_config_int(r->config, "trainer", "num_nodes", &nodes, NULL, 0);
+    if (!strcasecmp(s, "auto")) s = (r->devices.count > 1 || nodes > 1) ? "ddp" : "single_device";
+    LT_CHECK(load_plugin(r, &r->strategy, LT_KIND_STRATEGY, s, "trainer.strategy"));
+    lt_status st = LT_STRAT(r)->launch_kind(&r->strategy.ctx, &r->launch);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "launch_kind", st);
+    return LT_OK;
+}
+
+/* Environments are chosen by score unless named, like Lightning's plugins. */
+static lt_status pick_environment(lt_run *r) {
+    const char *e = cfg(r, "environment", "name");
+    if (strcasecmp(e, "auto")) return load_plugin(r, &r->env, LT_KIND_ENVIRONMENT, e, "environment.name");
+    static const char *candidates[] = {"slurm", "mpi", "torchelastic", "lightning"};
+    const char *best = NULL;
+    int best_score = 0;
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+        const lt_plugin_header *d;
+        char err[512];
+        if (lt_registry_load(r->registry, LT_KIND_ENVIRONMENT, candidates[i], &d, err, sizeof err) != LT_OK) continue;
+        lt_ctx c;
+        lt_ctx_init(&c, LT_KIND_ENVIRONMENT, d->name, d, r->config);
+        int score = 0;
+        if (((const lt_environment_desc *)d)->score(&c, &score) != LT_OK) continue;
+        lt_log(NULL, LT_LOG_DEBUG, "environment '%s' scores %d", d->name, score);
+        if (score > best_score) { best = candidates[i]; best_score = score; }
+    }
+    if (!best)
+        return lt_run_fail(r, LT_ERR_NOT_FOUND, "environment.name = auto: no environment plugin is installed or none applies; "
+                           "check --plugin-dir (ltrun --list-plugins) or name one, e.g. environment.name=lightning");
+    LT_CHECK(load_plugin(r, &r->env, LT_KIND_ENVIRONMENT, best, "environment.name (auto)"));
+    lt_log(NULL, LT_LOG_DEBUG, "environment '%s' chosen (score %d)", best, best_score);
+    return LT_OK;
+}
+
+static lt_status pick_backend(lt_run *r) {
+    if (r->launch == LT_LAUNCH_NONE) return LT_OK;
+    const char *b = cfg(r, "strategy", "process_group_backend");
+    if (!strcasecmp(b, "auto")) b = strcasecmp(r->accel.ctx.name, "gpu") ? "gloo" : "nccl";
+    return load_plugin(r, &r->backend, LT_KIND_BACKEND, b, "strategy.process_group_backend");
+}
+
+/* Sections like [strategy.ddp] name a plugin: it must exist even when another
+ * one is in use, so a typo is caught before a long run. */
+typedef struct section_visit {
+    lt_run *r;
+    lt_status st;
+} section_visit;
+
+static void visit_section(void *user, const char *section) {
+    section_visit *v = user;
+    if (v->st != LT_OK) return;
+    const char *dot = strchr(section, '.');
+    if (!dot) return;
+    char kind_name[32];
+    size_t n = (size_t)(dot - section);
+    if (n >= sizeof kind_name) return;
+    memcpy(kind_name, section, n);
+    kind_name[n] = 0;
+    lt_kind kind = 0;
+    for (int k = 1; k <= LT_KIND_COUNT; k++)
+        if (!strcmp(lt_kind_name((lt_kind)k), kind_name)) kind = (lt_kind)k;
+    if (!kind) return; /* validate reports an unknown section */
+    const lt_plugin_header *d;
+    char err[1024];
+    lt_status st = lt_registry_load(v->r->registry, kind, dot + 1, &d, err, sizeof err);
+    if (st != LT_OK) {
+        v->st = lt_run_fail(v->r, st, "config section [%s]: %s", section, err);
+        return;
+    }
+    v->st = declare_params(v->r, kind, d, false);
+}
+
+static lt_status load_config(lt_run *r, const lt_trainer_args *a) {
+    char err[1024];
+    r->config = lt_config_new();
+    if (!r->config) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
+    lt_status st = LT_OK;
+    if (a->config_path) st = lt_config_load_ini(r->config, a->config_path, err, sizeof err);
+    if (st == LT_OK && !a->ignore_env) st = lt_config_load_env(r->config, environ, err, sizeof err);
+    for (int i = 0; st == LT_OK && i < a->nsets; i++)
+        st = lt_config_set_arg(r->config, a->sets[i], a->set_origins ? a->set_origins[i] : "--set", err, sizeof err);
+    if (st != LT_OK) return lt_run_fail(r, st, "%s", err);
+    return LT_OK;
+}
+
+/* A plugin directory the user named must exist: a typo would otherwise show
+ * up later as "plugin not found", or never (when the install directory has
+ * the plugins too). `what` names the setting. LT_PLUGIN_PATH entries and the
+ * install directory may be missing, like PATH entries. */
+static lt_status add_plugin_dir(lt_run *r, const char *dir, const char *what) {
+    lt_status st = lt_registry_add_dir(r->registry, dir);
+    if (st == LT_OK) return LT_OK;
+    if (st == LT_ERR_NOMEM) return lt_run_fail(r, st, "out of memory");
+    struct stat sb;
+    const char *why = stat(dir, &sb) ? strerror(errno) : "not a directory";
+    return lt_run_fail(r, st, "%s: %s; name an existing directory of liblt-<kind>-<name>.so plugins",
+                       what, why);
+}
+
+static lt_status setup_registry(lt_run *r, const lt_trainer_args *a) {
+    r->registry = lt_registry_new();
+    if (!r->registry) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
+    char what[1400];
+    for (int i = 0; i < a->nplugin_dirs; i++) {
+        snprintf(what, sizeof what, "--plugin-dir '%.1024s'", a->plugin_dirs[i]);
+        LT_CHECK(add_plugin_dir(r, a->plugin_dirs[i], what));
+    }
+    const char *d = lt_config_value(r->config, "trainer", "plugin_dir");
+    if (d && *d) {
+        snprintf(what, sizeof what, "trainer.plugin_dir = '%.1024s' (%.300s)", d,
+                 lt_config_origin(r->config, "trainer", "plugin_dir"));
+        LT_CHECK(add_plugin_dir(r, d, what));
+    }
+    lt_registry_add_default_dirs(r->registry);
+    return LT_OK;
+}
+
+static void make_summary(lt_trainer *t) {
+    lt_run *r = &t->run;
+    int n = snprintf(t->summary, sizeof t->summary,
+                     "accelerator %s (%d device%s), strategy %s, precision %s, environment %s",
+                     r->accel.ctx.name, r->devices.count, r->devices.count == 1 ? "" : "s",
+                     r->strategy.ctx.name, r->precision.ctx.name, r->env.ctx.name);
+    if (r->backend.loaded && n < (int)sizeof t->summary)
+        n += snprintf(t->summary + n, sizeof t->summary - n, ", backend %s", r->backend.ctx.name);
+    if (r->module.loaded && n < (int)sizeof t->summary)
+        snprintf(t->summary + n, sizeof t->summary - n, ", model %s", r->module.ctx.name);
+}
+
+static lt_status resolve(lt_trainer *t, const lt_trainer_args *a) {
+    lt_run *r = &t->run;
+    lt_run_register_defaults();
+    LT_CHECK(load_config(r, a));
+    const char *lvl = cfg(r, "trainer", "log_level");
+    if (!strcasecmp(lvl, "debug")) lt_log_set_level(LT_LOG_DEBUG);
+    else if (!strcasecmp(lvl, "warning") || !strcasecmp(lvl, "warn")) lt_log_set_level(LT_LOG_WARN);
+    else if (!strcasecmp(lvl, "error")) lt_log_set_level(LT_LOG_ERROR);
+    LT_CHECK(setup_registry(r, a));
+    declare_hooks(r);
+    LT_CHECK(pick_accelerator(r));
+    LT_CHECK(apply_overrides(r, &r->accel, LT_KIND_ACCELERATOR));
+    LT_CHECK(pick_devices(r));
+    LT_CHECK(pick_precision(r));
+    LT_CHECK(apply_overrides(r, &r->precision, LT_KIND_PRECISION));
+    LT_CHECK(pick_strategy(r));
+    LT_CHECK(apply_overrides(r, &r->strategy, LT_KIND_STRATEGY));
+    LT_CHECK(pick_environment(r));
+    LT_CHECK(apply_overrides(r, &r->env, LT_KIND_ENVIRONMENT));
+    LT_CHECK(pick_backend(r));
+    if (r->backend.loaded) LT_CHECK(apply_overrides(r, &r->backend, LT_KIND_BACKEND));
+    const char *model = cfg(r, "model", "name");
+    if (*model) LT_CHECK(load_plugin(r, &r->module, LT_KIND_MODULE, model, "model.name"));
+    section_visit sv = {r, LT_OK};
+    lt_config_each_section(r->config, visit_section, &sv);
+    LT_CHECK(sv.st);
+    char err[1024];
+    lt_status st = lt_config_validate(r->config, err, sizeof err);
+    if (st != LT_OK) return lt_run_fail(r, st, "%s", err);
+    make_summary(t);
+    return LT_OK;
+}
+
+/* The oldest lt_trainer_args: every field up to nplugin_dirs. */
+#define ARGS_MIN_SIZE (offsetof(lt_trainer_args, nplugin_dirs) + sizeof(int))
+
+lt_status lt_trainer_new(const lt_trainer_args *args, lt_trainer **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (!args || args->struct_size < ARGS_MIN_SIZE) {
+        snprintf(err, errlen, "lt_trainer_new: args is NULL or args->struct_size (%u) is below the "
+                 "%zu bytes of the oldest lt_trainer_args; set struct_size = sizeof(lt_trainer_args)",
+                 args ? (unsigned)args->struct_size : 0u, (size_t)ARGS_MIN_SIZE);
+        return LT_ERR_INVALID;
+    }
+    /* Only the bytes the caller has: a field past its struct_size (an older
+     * caller's struct ends before ignore_env) reads as zero. */
+    lt_trainer_args a = {0};
+    memcpy(&a, args, args->struct_size < sizeof a ? args->struct_size : sizeof a);
+    lt_trainer *t = calloc(1, sizeof *t);
+    if (!t) { snprintf(err, errlen, "out of memory"); return LT_ERR_NOMEM; }
+    lt_status st = resolve(t, &a);
+    if (st != LT_OK) {
+        snprintf(err, errlen, "%s", t->run.error);
+        lt_trainer_free(t);
+        return st;
+    }
+    *out = t;
+    return LT_OK;
+}
+
+const char *lt_trainer_summary(const lt_trainer *t) { return t->summary; }
+const char *lt_trainer_error(const lt_trainer *t) { return t->run.error; }
+
+void lt_trainer_print_config(const lt_trainer *t, void *file) {
+    lt_config_print(t->run.config, file ? (FILE *)file : stdout);
+}
+
+lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out) {
+    const lt_run *r = &t->run;
+    memset(out, 0, sizeof *out);
+    bool external = false;
+    lt_ctx c = r->env.ctx;
+    lt_status st = LT_ENV(r)->creates_processes_externally(&c, &external);
+    if (st != LT_OK) return st;
+    out->launch = r->launch == LT_LAUNCH_SUBPROCESS && !external;
+    out->nproc_per_node = r->devices.count;
+    int64_t v = 1;
+    lt_config_int(r->config, "trainer", "num_nodes", &v, NULL, 0);
+    out->num_nodes = (int)v;
+    v = 0;
+    lt_config_int(r->config, "launcher", "node_rank", &v, NULL, 0);
+    out->node_rank = (int)v;
+    v = 0;
+    lt_config_int(r->config, "launcher", "master_port", &v, NULL, 0);
+    out->master_port = (int)v;
+    v = 0;
+    lt_config_int(r->config, "launcher", "max_restarts", &v, NULL, 0);
+    out->max_restarts = (int)v;
+    v = 300;
+    lt_config_int(r->config, "launcher", "rdzv_timeout_s", &v, NULL, 0);
+    out->rdzv_timeout_s = (int)v;
+    snprintf(out->master_addr, sizeof out->master_addr, "%s", cfg(r, "launcher", "master_addr"));
+    snprintf(out->seed, sizeof out->seed, "%s", cfg(r, "trainer", "seed"));
+    out->bind_cores = true;
+    lt_config_bool(r->config, "launcher", "bind_cores", &out->bind_cores, NULL, 0);
+    const char *dirpath = cfg(r, "checkpoint", "dirpath");
+    if (*dirpath) snprintf(out->ckpt_dir, sizeof out->ckpt_dir, "%s", dirpath);
+    else snprintf(out->ckpt_dir, sizeof out->ckpt_dir, "%.900s/checkpoints", cfg(r, "trainer", "default_root_dir"));
+    /* num_nodes >= 1, the port and the other ranges were checked by
+     * lt_config_validate; what is left involves two keys, and matters only
+     * when lt starts the processes: under srun, mpirun or torchrun the
+     * environment plugin gives the node and the port. */
+    if (external) return LT_OK;
+    if (out->node_rank < 0 || out->node_rank >= out->num_nodes) {
+        lt_set_error(NULL, "launcher.node_rank = %d must be in [0, %d) (num_nodes = %d)", out->node_rank, out->num_nodes, out->num_nodes);
+        return LT_ERR_INVALID;
+    }
+    if (out->master_port == 0 && out->num_nodes > 1) {
+        lt_set_error(NULL, "several nodes need an agreed port: set --master-port (launcher.master_port) on every node");
+        return LT_ERR_INVALID;
+    }
+    return LT_OK;
+}

@@ -1,0 +1,258 @@
+/* ddp_spawn: the launching process sets up (config, plugins, data in memory),
+ * hosts the rendezvous store and forks one worker per device. Rank 0 sends
+ * the final parameters and metrics back through a memfd, so the program that
+ * called fit holds the trained model afterwards and can test it in-process. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "trainer_internal.h"
+#include "dist/store_server.h"
+
+#define RESULT_MAGIC 0x4c545253u /* "SRTL" */
+
+typedef struct result_header {
+    uint32_t magic;
+    int32_t status;
+    uint64_t nparams;
+    uint32_t nmetrics;
+    char error[2048];
+} result_header;
+
+typedef struct result_metric {
+    char name[LT_METRIC_NAME];
+    double step_value, epoch_value;
+    int32_t has_epoch, stage;
+    uint32_t flags;
+} result_metric;
+
+static void write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return;
+        c += w;
+        n -= (size_t)w;
+    }
+}
+
+static void setenv_int(const char *k, long v) {
+    char b[32];
+    snprintf(b, sizeof b, "%ld", v);
+    setenv(k, b, 1);
+}
+
+/* Shares the cores among the workers unless the user chose a thread count. */
+static void share_cores(lt_run *r, int nproc) {
+    if (!lt_config_value(r->config, "accelerator", "num_threads")) return;
+    if (lt_config_source_of(r->config, "accelerator", "num_threads") != LT_SRC_DEFAULT) return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    char v[24];
+    snprintf(v, sizeof v, "%ld", cores / nproc > 1 ? cores / nproc : 1);
+    lt_config_set(r->config, "accelerator", "num_threads", v, LT_SRC_ENV, "ddp_spawn: cores / workers", NULL, 0);
+}
+
+/* In the forked worker: train, report, and end the forked process (the
+ * process the library created; the caller's process is never exited). */
+static void child_main(lt_trainer *t, int rank, int fd) {
+    lt_run *r = &t->run;
+    setenv_int("RANK", rank);
+    setenv_int("LOCAL_RANK", rank);
+    t->in_spawn_child = true;
+    lt_status st = lt_trainer_fit(t);
+    result_header h = {.magic = RESULT_MAGIC, .status = st};
+    if (st != LT_OK) snprintf(h.error, sizeof h.error, "%s", r->error);
+    size_t np = 0;
+    double *params = NULL;
+    if (st == LT_OK && rank == 0 && r->model) {
+        np = r->model->total;
+        params = malloc(np * sizeof *params);
+        if (!params || lt_trainer_params(t, params, np, NULL) != LT_OK) np = 0;
+        h.nparams = np;
+        h.nmetrics = (uint32_t)r->metrics.n;
+    }
+    write_all(fd, &h, sizeof h);
+    if (np) write_all(fd, params, np * sizeof *params);
+    for (uint32_t i = 0; i < h.nmetrics; i++) {
+        const lt_metric *m = &r->metrics.m[i];
+        result_metric rm = {.step_value = m->step_value, .epoch_value = m->epoch_value,
+                            .has_epoch = m->has_epoch, .stage = m->stage, .flags = m->flags};
+        snprintf(rm.name, sizeof rm.name, "%s", m->name);
+        write_all(fd, &rm, sizeof rm);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    _exit(st == LT_OK ? 0 : 1);
+}
+
+static void stop_children(pid_t *pids, int n) {
+    for (int i = 0; i < n; i++)
+        if (pids[i] > 0) kill(pids[i], SIGTERM);
+    double deadline = lt_now() + 3.0;
+    for (int i = 0; i < n; i++) {
+        while (pids[i] > 0) {
+            int status;
+            pid_t p = waitpid(pids[i], &status, WNOHANG);
+            if (p == pids[i] || (p < 0 && errno != EINTR)) { pids[i] = 0; break; }
+            if (lt_now() > deadline) kill(pids[i], SIGKILL);
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static void describe_exit(int status, char *buf, size_t len) {
+    if (WIFSIGNALED(status))
+        snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+}
+
+static lt_status read_result(lt_trainer *t, int fd, result_header *h) {
+    lt_run *r = &t->run;
+    off_t size = lseek(fd, 0, SEEK_END);
+    if (size < (off_t)sizeof *h) return LT_ERR_CORRUPT;
+    void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return LT_ERR_IO;
+    memcpy(h, p, sizeof *h);
+    size_t need = sizeof *h + h->nparams * sizeof(double) + h->nmetrics * sizeof(result_metric);
+    lt_status st = h->magic == RESULT_MAGIC && (size_t)size >= need ? LT_OK : LT_ERR_CORRUPT;
+    if (st == LT_OK && h->nparams) {
+        t->spawn_params = malloc(h->nparams * sizeof(double));
+        if (!t->spawn_params) st = LT_ERR_NOMEM;
+        else {
+            memcpy(t->spawn_params, (char *)p + sizeof *h, h->nparams * sizeof(double));
+            t->spawn_nparams = h->nparams;
+        }
+    }
+    const result_metric *rm = (const result_metric *)((char *)p + sizeof *h + h->nparams * sizeof(double));
+    for (uint32_t i = 0; st == LT_OK && i < h->nmetrics; i++) {
+        lt_metrics_log(&r->metrics, rm[i].name, rm[i].step_value, 0, rm[i].flags);
+        lt_metric *m = &r->metrics.m[r->metrics.n - 1];
+        for (int k = 0; k < r->metrics.n; k++)
+            if (!strcmp(r->metrics.m[k].name, rm[i].name)) m = &r->metrics.m[k];
+        m->epoch_value = rm[i].epoch_value;
+        m->has_epoch = rm[i].has_epoch;
+        m->stage = rm[i].stage;
+    }
+    munmap(p, (size_t)size);
+    return st;
+}
+
+/* After the workers: this process takes over the trained parameters in a
+ * single-device model of its own, for validate/test or lt_trainer_params. */
+static lt_status adopt_results(lt_trainer *t) {
+    lt_run *r = &t->run;
+    char err[1024];
+    const lt_plugin_header *d;
+    lt_status st = lt_registry_load(r->registry, LT_KIND_STRATEGY, "single_device", &d, err, sizeof err);
+    if (st != LT_OK) return lt_run_fail(r, st, "ddp_spawn: evaluating in the launching process: %s", err);
+    lt_ctx_init(&r->strategy.ctx, LT_KIND_STRATEGY, d->name, d, r->config);
+    r->strategy.ctx.owner = r;
+    r->strategy.desc = d;
+    r->launch = LT_LAUNCH_NONE;
+    t->quiet = true;
+    LT_CHECK(lt_trainer_setup_worker(t));
+    lt_model *m = r->model;
+    if (t->spawn_nparams != m->total)
+        return lt_run_fail(r, LT_ERR_MISMATCH, "ddp_spawn: rank 0 returned %zu parameters, the model has %zu", t->spawn_nparams, m->total);
+    size_t es = lt_dtype_size(m->dtype);
+    void *host = malloc(m->total * es);
+    if (!host) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < m->total; i++) {
+        if (m->dtype == LT_F64) ((double *)host)[i] = t->spawn_params[i];
+        else ((float *)host)[i] = (float)t->spawn_params[i];
+    }
+    st = LT_ACC(r)->copy(&r->accel.ctx, m->params_flat, host, m->total * es, LT_COPY_H2D);
+    if (st == LT_OK) st = LT_ACC(r)->synchronize(&r->accel.ctx);
+    free(host);
+    return st == LT_OK ? LT_OK : lt_run_hook_failed(r, &r->accel, "copy", st);
+}
+
+static lt_status supervise(lt_trainer *t, pid_t *pids, int *fds, int n) {
+    lt_run *r = &t->run;
+    for (int left = n; left > 0;) {
+        int status;
+        pid_t p = waitpid(-1, &status, 0);
+        if (p < 0) {
+            if (errno == EINTR) continue;
+            return lt_run_fail(r, LT_ERR_IO, "ddp_spawn: waitpid: %s", strerror(errno));
+        }
+        int rank = -1;
+        for (int i = 0; i < n; i++)
+            if (pids[i] == p) rank = i;
+        if (rank < 0) continue; /* not ours */
+        pids[rank] = 0;
+        left--;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+        char how[128];
+        describe_exit(status, how, sizeof how);
+        stop_children(pids, n);
+        result_header h = {0};
+        lseek(fds[rank], 0, SEEK_SET);
+        bool have = read(fds[rank], &h, sizeof h) == (ssize_t)sizeof h && h.magic == RESULT_MAGIC;
+        return lt_run_fail(r, have && h.status ? (lt_status)h.status : LT_ERR_ABORTED,
+                           "ddp_spawn: rank %d (pid %d) %s%s%s", rank, (int)p, how,
+                           have && h.error[0] ? ": " : "", have ? h.error : "");
+    }
+    return LT_OK;
+}
+
+lt_status lt_trainer_fit_spawn(lt_trainer *t) {
+    lt_run *r = &t->run;
+    lt_launch_info info;
+    if (lt_trainer_launch_info(t, &info) != LT_OK) return lt_run_fail(r, LT_ERR_INVALID, "%s", lt_last_error(NULL));
+    if (info.num_nodes != 1)
+        return lt_run_fail(r, LT_ERR_UNSUPPORTED, "ddp_spawn runs on one node (num_nodes = %d); use strategy ddp with --num-nodes", info.num_nodes);
+    int n = info.nproc_per_node;
+    LT_CHECK(lt_trainer_read_loop_config(t));
+    LT_CHECK(lt_trainer_open_data(t));
+    const char *seed = lt_config_value(r->config, "trainer", "seed");
+    if (seed && *seed) setenv("LT_GLOBAL_SEED", seed, 1);
+    else if (!getenv("LT_GLOBAL_SEED")) setenv_int("LT_GLOBAL_SEED", (long)(time(NULL) ^ getpid()) & 0x7fffffff);
+    char err[512];
+    lt_store_server *srv;
+    int port = 0;
+    lt_status st = lt_store_server_start("127.0.0.1", info.master_port, NULL, &srv, &port, err, sizeof err);
+    if (st != LT_OK) return lt_run_fail(r, st, "ddp_spawn: %s", err);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv_int("MASTER_PORT", port);
+    setenv_int("WORLD_SIZE", n);
+    setenv_int("LOCAL_WORLD_SIZE", n);
+    setenv("NODE_RANK", "0", 1);
+    setenv("LT_STORE_HOSTED", "1", 1);
+    share_cores(r, n);
+    pid_t pids[LT_MAX_DEVICES] = {0};
+    int fds[LT_MAX_DEVICES];
+    for (int i = 0; i < n; i++) fds[i] = -1;
+    for (int i = 0; i < n && st == LT_OK; i++) {
+        fds[i] = memfd_create("lt-spawn-result", 0);
+        if (fds[i] < 0) { st = lt_run_fail(r, LT_ERR_IO, "ddp_spawn: memfd_create: %s", strerror(errno)); break; }
+        fflush(stdout);
+        fflush(stderr);
+        pids[i] = fork();
+        if (pids[i] == 0) child_main(t, i, fds[i]);
+        if (pids[i] < 0) st = lt_run_fail(r, LT_ERR_IO, "ddp_spawn: fork: %s", strerror(errno));
+    }
+    if (st == LT_OK) st = supervise(t, pids, fds, n);
+    else stop_children(pids, n);
+    result_header h;
+    if (st == LT_OK && read_result(t, fds[0], &h) != LT_OK)
+        st = lt_run_fail(r, LT_ERR_CORRUPT, "ddp_spawn: rank 0 finished but its results could not be read back");
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    lt_store_server_stop(srv);
+    const char *vars[] = {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "LT_STORE_HOSTED"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+    if (st != LT_OK) return st;
+    LT_CHECK(adopt_results(t));
+    t->fit_done = true;
+    return LT_OK;
+}
