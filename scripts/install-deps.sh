@@ -2,7 +2,7 @@
 # Installs the Debian packages lt builds, tests and trains with, when missing.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libgloo-dev libinih-dev libcunit1-dev libopenblas-dev
-      zlib1g-dev libjansson-dev dataset-fashion-mnist iproute2 procps)
+      zlib1g-dev libjansson-dev dataset-fashion-mnist iproute2 procps python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -3,7 +3,10 @@
 #define LT_CTX_INTERNAL_H
 
 #include "lt/core.h"
-#include "config/config.h"
+
+/* The config a context reads its parameters from (config/config.h); only
+ * config/plugin_params.c looks inside. */
+typedef struct lt_config lt_config;
 
 struct lt_ctx {
     uint32_t kind;                 /* lt_kind, 0 for core-internal contexts */

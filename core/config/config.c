@@ -18,7 +18,7 @@
 #include <strings.h>
 #include "lt/core.h"
 #include "config.h"
-#include "registry/registry_internal.h" /* registry_grow */
+#include "common/text.h"
 
 extern char **environ;
 
@@ -163,7 +163,7 @@ static entry *find_entry(const lt_config *c, const char *sect, const char *key) 
 static section *get_section(lt_config *c, const char *name) {
     section *s = find_section(c, name);
     if (s) return s;
-    if (!registry_grow((void **)&c->sections, &c->cap_sections, c->n_sections + 1,
+    if (!lt_grow((void **)&c->sections, &c->cap_sections, c->n_sections + 1,
                        sizeof *c->sections))
         return NULL;
     s = calloc(1, sizeof *s);
@@ -178,7 +178,7 @@ static section *get_section(lt_config *c, const char *name) {
 static entry *get_entry(lt_config *c, const char *sect, const char *key) {
     entry *e = find_entry(c, sect, key);
     if (e) return e;
-    if (!registry_grow((void **)&c->entries, &c->cap_entries, c->n_entries + 1,
+    if (!lt_grow((void **)&c->entries, &c->cap_entries, c->n_entries + 1,
                        sizeof *c->entries))
         return NULL;
     e = calloc(1, sizeof *e);
@@ -909,35 +909,6 @@ const char *lt_config_help(const lt_config *c, const char *sect, const char *key
 }
 
 /* ---- suggestions and validation ----------------------------------------- */
-
-int lt_edit_distance(const char *a, const char *b) {
-    if (!a || !b) return INT_MAX;
-    size_t n = strlen(a), m = strlen(b);
-    int *row = malloc((m + 1) * sizeof *row);
-    if (!row) return INT_MAX;
-    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= n; i++) {
-        int diag = row[0]; /* row[i-1][j-1] */
-        row[0] = (int)i;
-        for (size_t j = 1; j <= m; j++) {
-            int up = row[j];
-            int same = tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 1]);
-            int best = diag + !same;
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            diag = up;
-            row[j] = best;
-        }
-    }
-    int d = row[m];
-    free(row);
-    return d;
-}
-
-bool lt_close_enough(const char *typed, int distance) {
-    int len = typed ? (int)strlen(typed) : 0;
-    return distance < len && (distance <= 2 || distance * 3 <= len);
-}
 
 static const char *nearest_section(const lt_config *c, const char *name) {
     const char *best = NULL;

@@ -101,13 +101,4 @@ LT_API void lt_config_each(const lt_config *c, const char *section, lt_config_vi
 LT_API void lt_config_each_section(const lt_config *c,
                                    void (*fn)(void *user, const char *section), void *user);
 
-/* Levenshtein distance, ignoring ASCII case (names are case-insensitive),
- * for "did you mean" suggestions anywhere in the core (INT_MAX when out of
- * memory or a name is NULL). */
-LT_API int lt_edit_distance(const char *a, const char *b);
-/* The one rule for offering a name as "did you mean": its distance from what
- * was typed is under the typed length and at most 2 edits or a third of it,
- * so it looks like a typo rather than a different word. */
-LT_API bool lt_close_enough(const char *typed, int distance);
-
 #endif

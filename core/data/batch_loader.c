@@ -6,6 +6,7 @@
  * hands a batch back by asking for the next one. So the slot the trainer
  * holds is never written, and nothing is allocated after lt_loader_new. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "common/ctx.h"

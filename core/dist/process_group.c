@@ -9,13 +9,12 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-#include "trainer/run_internal.h"
-#include "store_server.h"
+#include "common/ctx.h"
+#include "process_group.h"
 
 #define PG_CHECK_SLICE_MS 1000
 
 struct lt_pg {
-    lt_run *run;
     const lt_backend_desc *b;
     lt_ctx bctx;              /* this group's backend context (its own, so groups of
                                  different backends never share one) */
@@ -41,91 +40,40 @@ struct lt_work {
     char what[96];            /* "allreduce #12 (1024 f32)" */
 };
 
-/* launcher.rdzv_timeout_s in ms, capped so it fits the int the store takes. */
-static int rdzv_timeout_ms(lt_run *r) {
-    int64_t s = 300;
-    lt_config_int(r->config, "launcher", "rdzv_timeout_s", &s, NULL, 0);
-    return s < 1 ? 1000 : s > 2000000 ? 2000000000 : (int)(s * 1000);
-}
-
-static lt_status connect_store(lt_run *r) {
-    if (r->store) return LT_OK;
-    int tmo = rdzv_timeout_ms(r);
-    char err[512];
-    /* ltrun and ddp_spawn host the store and say so; under srun, mpirun or
-     * torchrun nobody does, so rank 0 hosts it for the job's lifetime. */
-    const char *hosted = getenv("LT_STORE_HOSTED");
-    if (r->world.global_rank == 0 && r->world.world_size > 1 && !(hosted && *hosted == '1') && !r->store_server) {
-        int port = 0;
-        lt_status st = lt_store_server_start(NULL, r->world.main_port, NULL, &r->store_server, &port, err, sizeof err);
-        if (st != LT_OK)
-            return lt_run_fail(r, st, "rank 0: cannot host the rendezvous store (no launcher hosts one): %s", err);
-    }
-    lt_status st = lt_store_connect(r->world.main_address, r->world.main_port, NULL, tmo, &r->store,
-                                    err, sizeof err);
-    if (st != LT_OK) return lt_run_fail(r, st, "rank %d: %s", r->world.global_rank, err);
-    lt_store_set_timeout(r->store, tmo);
-    return LT_OK;
-}
-
-/* The group's backend: the run's (with its hook overrides) or another one by
- * name (e.g. gloo beside nccl), in a context of the group's own. */
-static lt_status backend_for(lt_run *r, const char *name, lt_pg *pg) {
-    if (!name || !strcasecmp(name, "auto") || (r->backend.loaded && !strcasecmp(name, r->backend.ctx.name))) {
-        if (!r->backend.loaded)
-            return lt_run_fail(r, LT_ERR_STATE, "no process-group backend is loaded; set strategy.process_group_backend");
-        pg->bctx = r->backend.ctx;
-    } else {
-        char err[1024];
-        const lt_plugin_header *d;
-        lt_status st = lt_registry_load(r->registry, LT_KIND_BACKEND, name, &d, err, sizeof err);
-        if (st != LT_OK) return lt_run_fail(r, st, "process group backend: %s", err);
-        lt_ctx_init(&pg->bctx, LT_KIND_BACKEND, d->name, d, r->config);
-    }
-    pg->b = (const lt_backend_desc *)pg->bctx.desc;
-    return LT_OK;
-}
-
-/* Where the accelerator's buffers live, as it says (memory_is_host). */
-static bool accel_memory_is_host(lt_run *r) {
-    const lt_accelerator_desc *a = LT_ACC(r);
-    bool host = false;
-    return a && a->memory_is_host && a->memory_is_host(&r->accel.ctx, &host) == LT_OK && host;
-}
-
-lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_pg **out) {
+lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t errlen) {
     *out = NULL;
-    LT_CHECK(connect_store(r));
     lt_pg *pg = calloc(1, sizeof *pg);
-    if (!pg) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
-    pg->run = r;
-    pg->rank = r->world.global_rank;
-    pg->size = r->world.world_size;
-    snprintf(pg->name, sizeof pg->name, "%s", name ? name : "default");
+    if (!pg) {
+        snprintf(err, errlen, "out of memory");
+        return LT_ERR_NOMEM;
+    }
+    pg->rank = spec->rank;
+    pg->size = spec->size;
+    pg->bctx = *spec->backend_ctx;
+    pg->b = (const lt_backend_desc *)pg->bctx.desc;
+    snprintf(pg->name, sizeof pg->name, "%s", spec->name ? spec->name : "default");
     const char *gen = getenv("LT_RESTART_COUNT");
     /* Restarted groups use fresh keys: the store outlives the workers. */
     snprintf(pg->prefix, sizeof pg->prefix, "pg/%s/%s/", gen && *gen ? gen : "0", pg->name);
-    int64_t tmo_s = 1800;
-    lt_config_int(r->config, "strategy", "timeout_s", &tmo_s, NULL, 0);
-    pg->timeout_ms = tmo_s * 1000;
+    pg->timeout_ms = spec->timeout_ms;
     pthread_mutex_init(&pg->pool_lock, NULL);
-    lt_status st = backend_for(r, backend, pg);
-    if (st == LT_OK && (st = lt_store_clone(r->store, &pg->store)) == LT_OK)
-        st = lt_store_clone(r->store, &pg->bstore);
-    if (st != LT_OK && !r->error[0])
-        lt_run_fail(r, st, "cannot open another connection to the rendezvous store: %s", lt_store_error(r->store));
+    lt_status st = lt_store_clone(spec->store, &pg->store);
+    if (st == LT_OK) st = lt_store_clone(spec->store, &pg->bstore);
+    if (st != LT_OK)
+        snprintf(err, errlen, "cannot open another connection to the rendezvous store: %s",
+                 lt_store_error(spec->store));
     if (st == LT_OK) {
         /* Fingerprint checks run while a collective already waits: they must
          * not add minutes of their own when the store is gone. */
         lt_store_set_timeout(pg->store, 5000);
         lt_pg_options o = {.struct_size = sizeof o, .prefix = pg->prefix, .timeout_ms = pg->timeout_ms,
-                           .mem_kind = accel_memory_is_host(r) ? LT_MEM_HOST : LT_MEM_DEVICE,
-                           .device = r->world.device, .connect_timeout_ms = rdzv_timeout_ms(r),
-                           .main_address = r->world.main_address};
+                           .mem_kind = spec->mem_kind, .device = spec->device,
+                           .connect_timeout_ms = spec->connect_timeout_ms,
+                           .main_address = spec->main_address};
         st = pg->b->create(&pg->bctx, pg->bstore, pg->rank, pg->size, &o, &pg->g);
         if (st != LT_OK)
-            lt_run_fail(r, st, "rank %d: creating process group '%s' with %s: %s", pg->rank, pg->name,
-                        pg->bctx.name, lt_last_error(&pg->bctx));
+            snprintf(err, errlen, "rank %d: creating process group '%s' with %s: %s", pg->rank, pg->name,
+                     pg->bctx.name, lt_last_error(&pg->bctx));
     }
     if (st != LT_OK) {
         if (pg->bstore) lt_store_close(pg->bstore);

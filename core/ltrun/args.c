@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "args.h"
+#include "common/text.h"
 #include "config/config.h"
 
 typedef struct flag_map {

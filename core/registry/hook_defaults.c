@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include "common/ctx.h"
+#include "config/config.h"
 #include "hook_defaults.h"
 
 /* lt/environment.h's promise: world_size / num_nodes, the processes spread

@@ -18,21 +18,10 @@
 #define LT_PLUGIN_INSTALL_DIR "/usr/local/lib/lt/abi-" STR(LT_ABI_MAJOR)
 #endif
 
-/* ---- small helpers shared by registry*.c (registry_grow: config.c too) --- */
-
-bool registry_grow(void **arr, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return true;
-    size_t n = *cap ? *cap * 2 : 8;
-    while (n < need) n *= 2;
-    void *p = realloc(*arr, n * elem);
-    if (!p) return false;
-    *arr = p;
-    *cap = n;
-    return true;
-}
+/* ---- small helpers shared by registry*.c ------------------------------- */
 
 bool registry_own(lt_registry *r, void *p) {
-    if (!registry_grow((void **)&r->owned, &r->owned_cap, r->nowned + 1, sizeof *r->owned)) {
+    if (!lt_grow((void **)&r->owned, &r->owned_cap, r->nowned + 1, sizeof *r->owned)) {
         free(p);
         return false;
     }
@@ -93,7 +82,7 @@ void lt_registry_free(lt_registry *r) {
 static lt_status add_dir_unchecked(lt_registry *r, const char *dir) {
     for (size_t i = 0; i < r->ndirs; i++)
         if (!strcmp(r->dirs[i], dir)) return LT_OK;
-    if (!registry_grow((void **)&r->dirs, &r->dirs_cap, r->ndirs + 1, sizeof *r->dirs))
+    if (!lt_grow((void **)&r->dirs, &r->dirs_cap, r->ndirs + 1, sizeof *r->dirs))
         return LT_ERR_NOMEM;
     char *copy = strdup(dir);
     if (!copy) return LT_ERR_NOMEM;

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include "config/config.h" /* lt_edit_distance, lt_close_enough */
+#include "common/text.h"
 #include "registry_internal.h"
 
 #define FILE_PREFIX "liblt-"

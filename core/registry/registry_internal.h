@@ -8,6 +8,7 @@
 #include <limits.h>
 #include "lt/core.h"
 #include "registry.h"
+#include "common/text.h"
 
 /* A resolved table, cached by (kind, file, descriptor name). */
 typedef struct registry_entry {
@@ -46,7 +47,6 @@ typedef struct registry_target {
 } registry_target;
 
 /* registry.c */
-bool registry_grow(void **arr, size_t *cap, size_t need, size_t elem);
 bool registry_own(lt_registry *r, void *p); /* frees p itself when it cannot keep it */
 void registry_err(char *err, size_t len, const char *fmt, ...) LT_PRINTF(3, 4);
 void registry_lower(char *dst, const char *src, size_t len);

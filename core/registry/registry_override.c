@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "config/config.h"
 #include "registry_internal.h"
 
 static const lt_hook_info *find_hook(lt_kind kind, const char *hook, char *err, size_t errlen) {

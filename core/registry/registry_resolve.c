@@ -23,7 +23,7 @@ static registry_entry *cached(lt_registry *r, uint32_t kind, const char *name, c
 
 static lt_status remember(lt_registry *r, uint32_t kind, const char *name, const char *file,
                           lt_plugin_header *table) {
-    if (!registry_grow((void **)&r->entries, &r->entries_cap, r->nentries + 1, sizeof *r->entries))
+    if (!lt_grow((void **)&r->entries, &r->entries_cap, r->nentries + 1, sizeof *r->entries))
         return LT_ERR_NOMEM;
     registry_entry e = {kind, malloc(strlen(name) + 1), strdup(file), table};
     if (!e.name || !e.file) {
@@ -57,7 +57,7 @@ static lt_status check_cycle(lt_registry *r, const lt_plugin_header *d, char *er
 
 static lt_status load_base(lt_registry *r, const registry_target *t, const lt_plugin_header *d,
                            const lt_plugin_header **base, char *err, size_t errlen) {
-    if (!registry_grow((void **)&r->loading, &r->loading_cap, r->nloading + 1, sizeof *r->loading))
+    if (!lt_grow((void **)&r->loading, &r->loading_cap, r->nloading + 1, sizeof *r->loading))
         return LT_ERR_NOMEM;
     registry_loading *l = &r->loading[r->nloading++];
     l->kind = d->kind;

@@ -33,7 +33,7 @@ static const char *first_path(const scan_state *s, const char *file) {
 }
 
 static void mark_seen(scan_state *s, const char *file, const char *path) {
-    if (!registry_grow((void **)&s->seen, &s->cap, s->nseen + 1, sizeof *s->seen)) return;
+    if (!lt_grow((void **)&s->seen, &s->cap, s->nseen + 1, sizeof *s->seen)) return;
     seen_file f = {strdup(file), strdup(path)};
     if (f.file && f.path) {
         s->seen[s->nseen++] = f;

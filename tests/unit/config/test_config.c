@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cunit_run.h"
+#include "common/text.h"
 #include "config/config.h"
 #include "common/ctx.h"
 

@@ -1,0 +1,26 @@
+/* Making a process group (lt/run.h has what plugins do with one). The
+ * trainer resolves the backend, the store and the timeouts; this file only
+ * wraps the backend's group. */
+#ifndef LT_DIST_PROCESS_GROUP_H
+#define LT_DIST_PROCESS_GROUP_H
+
+#include "lt/run.h"
+
+typedef struct lt_pg_spec {
+    const lt_ctx *backend_ctx;   /* the backend's context; its desc is the resolved table.
+                                    Copied: the group keeps a context of its own */
+    lt_store *store;             /* connected; cloned twice (fingerprints, backend) */
+    const char *name;            /* "default", "async" ...; keys in the store */
+    int rank, size;
+    int64_t timeout_ms;          /* strategy.timeout_s: a collective's deadline */
+    int connect_timeout_ms;      /* launcher.rdzv_timeout_s: the backend's connect */
+    lt_mem_kind mem_kind;        /* where the buffers handed to collectives live */
+    int device;
+    const char *main_address;
+} lt_pg_spec;
+
+/* A group over ranks [0, size); one line in err on failure. Collective:
+ * every rank calls it with the same name. */
+lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t errlen);
+
+#endif

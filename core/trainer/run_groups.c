@@ -1,0 +1,77 @@
+/* lt_run_new_group (lt/run.h): the run's store (connected on first use),
+ * backend and timeouts turned into a dist/ process group. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include "dist/process_group.h"
+#include "dist/store_server.h"
+#include "run_internal.h"
+
+/* launcher.rdzv_timeout_s in ms, capped so it fits the int the store takes. */
+static int rdzv_timeout_ms(lt_run *r) {
+    int64_t s = 300;
+    lt_config_int(r->config, "launcher", "rdzv_timeout_s", &s, NULL, 0);
+    return s < 1 ? 1000 : s > 2000000 ? 2000000000 : (int)(s * 1000);
+}
+
+static lt_status connect_store(lt_run *r) {
+    if (r->store) return LT_OK;
+    int tmo = rdzv_timeout_ms(r);
+    char err[512];
+    /* ltrun and ddp_spawn host the store and say so; under srun, mpirun or
+     * torchrun nobody does, so rank 0 hosts it for the job's lifetime. */
+    const char *hosted = getenv("LT_STORE_HOSTED");
+    if (r->world.global_rank == 0 && r->world.world_size > 1 && !(hosted && *hosted == '1') && !r->store_server) {
+        int port = 0;
+        lt_status st = lt_store_server_start(NULL, r->world.main_port, NULL, &r->store_server, &port, err, sizeof err);
+        if (st != LT_OK)
+            return lt_run_fail(r, st, "rank 0: cannot host the rendezvous store (no launcher hosts one): %s", err);
+    }
+    lt_status st = lt_store_connect(r->world.main_address, r->world.main_port, NULL, tmo, &r->store,
+                                    err, sizeof err);
+    if (st != LT_OK) return lt_run_fail(r, st, "rank %d: %s", r->world.global_rank, err);
+    lt_store_set_timeout(r->store, tmo);
+    return LT_OK;
+}
+
+/* The group's backend: the run's (with its hook overrides) or another one by
+ * name (e.g. gloo beside nccl), in a context of the group's own. */
+static lt_status backend_for(lt_run *r, const char *name, lt_ctx *bctx) {
+    if (!name || !strcasecmp(name, "auto") || (r->backend.loaded && !strcasecmp(name, r->backend.ctx.name))) {
+        if (!r->backend.loaded)
+            return lt_run_fail(r, LT_ERR_STATE, "no process-group backend is loaded; set strategy.process_group_backend");
+        *bctx = r->backend.ctx;
+    } else {
+        char err[1024];
+        const lt_plugin_header *d;
+        lt_status st = lt_registry_load(r->registry, LT_KIND_BACKEND, name, &d, err, sizeof err);
+        if (st != LT_OK) return lt_run_fail(r, st, "process group backend: %s", err);
+        lt_ctx_init(bctx, LT_KIND_BACKEND, d->name, d, r->config);
+    }
+    return LT_OK;
+}
+
+/* Where the accelerator's buffers live, as it says (memory_is_host). */
+static bool accel_memory_is_host(lt_run *r) {
+    const lt_accelerator_desc *a = LT_ACC(r);
+    bool host = false;
+    return a && a->memory_is_host && a->memory_is_host(&r->accel.ctx, &host) == LT_OK && host;
+}
+
+lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_pg **out) {
+    *out = NULL;
+    LT_CHECK(connect_store(r));
+    lt_ctx bctx;
+    LT_CHECK(backend_for(r, backend, &bctx));
+    int64_t tmo_s = 1800;
+    lt_config_int(r->config, "strategy", "timeout_s", &tmo_s, NULL, 0);
+    lt_pg_spec spec = {.backend_ctx = &bctx, .store = r->store, .name = name,
+                       .rank = r->world.global_rank, .size = r->world.world_size,
+                       .timeout_ms = tmo_s * 1000, .connect_timeout_ms = rdzv_timeout_ms(r),
+                       .mem_kind = accel_memory_is_host(r) ? LT_MEM_HOST : LT_MEM_DEVICE,
+                       .device = r->world.device, .main_address = r->world.main_address};
+    char err[1536];
+    lt_status st = lt_pg_create(&spec, out, err, sizeof err);
+    return st == LT_OK ? LT_OK : lt_run_fail(r, st, "%s", err);
+}
