@@ -22,7 +22,10 @@ extern "C" {
 
 #define LT_PLUGIN_MAGIC 0x3170544Cu /* "LTp1" little-endian */
 #define LT_ABI_MAJOR 1
-#define LT_ABI_MINOR 1 /* 1.1: lt_kernels gained the convolution and pooling kernels */
+#define LT_ABI_MINOR 2
+/* 1.1: lt_kernels gained the convolution and pooling kernels.
+ * 1.2: liblt gained keyed plugin state, lt_ctx_original, and the parameter
+ *      and bucket views (lt_run_params, lt_run_buckets); no struct changed. */
 
 #if defined(__GNUC__)
 #define LT_API __attribute__((visibility("default")))

@@ -37,9 +37,34 @@ LT_API void lt_set_errorv(lt_ctx *ctx, const char *fmt, va_list ap);
 /* The message of the last failure on this thread ("" when none). */
 LT_API const char *lt_last_error(const lt_ctx *ctx);
 
-/* Plugin state: set in the plugin's first hook, read in the others. */
+/* Plugin state. One context serves a whole inheritance chain and every hook
+ * laid over it: ddp_spawn's hooks and the ddp hooks it inherits run with the
+ * same ctx, and so does a hook taken from a user object. So:
+ *  - lt_ctx_state / lt_ctx_set_state is the slot of the plugin at the root of
+ *    the chain (the one without `base`: ddp under ddp_spawn). Set it in the
+ *    plugin's first hook, read it in the others.
+ *  - Every other party (a plugin with `base`, a hook from path:symbol) keeps
+ *    its state under a key of its own, the address of anything it owns (its
+ *    descriptor, a static variable): lt_ctx_keyed_state(ctx, &my_desc).
+ * Replacing a set root slot with another non-NULL pointer is logged as a
+ * warning: it is almost always a derived plugin taking its base's slot. */
 LT_API void *lt_ctx_state(const lt_ctx *ctx);
 LT_API void lt_ctx_set_state(lt_ctx *ctx, void *state);
+#define LT_CTX_MAX_KEYED_STATES 8
+/* NULL when nothing is stored under key. */
+LT_API void *lt_ctx_keyed_state(const lt_ctx *ctx, const void *key);
+/* Stores (or with NULL removes) state under key; LT_ERR_NOMEM when
+ * LT_CTX_MAX_KEYED_STATES other keys are in use, LT_ERR_INVALID for key NULL. */
+LT_API lt_status lt_ctx_set_keyed_state(lt_ctx *ctx, const void *key, void *state);
+
+/* The plugin's table as it was before `hook` was replaced by a function from
+ * a user object ([strategy] init_dist_connection = ./libmine.so:my_init), so
+ * that function can call the one it replaced:
+ *     const lt_strategy_desc *orig = lt_ctx_original(ctx, "init_dist_connection");
+ *     lt_status st = orig->init_dist_connection(ctx, run);
+ * NULL when `hook` was not replaced that way in this context. (A plugin with
+ * `base` reaches its base through the header's `super` slot instead.) */
+LT_API const void *lt_ctx_original(const lt_ctx *ctx, const char *hook);
 /* The name the user picked this plugin by, and its kind. */
 LT_API const char *lt_ctx_name(const lt_ctx *ctx);
 

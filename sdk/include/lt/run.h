@@ -49,6 +49,40 @@ typedef struct lt_flat {
 } lt_flat;
 LT_API lt_status lt_run_flat(lt_run *run, lt_flat *out);
 
+/* Read-only view of one registered parameter of the root replica, in
+ * registration order (offsets ascending). Its values are
+ * lt_flat.params[offset, offset + count), its gradient the same range of
+ * lt_flat.grads. */
+typedef struct lt_param_view {
+    const char *name;       /* "fc1.weight": the checkpoint's tensor name */
+    size_t offset;          /* elements into the flat buffers */
+    size_t count;           /* elements */
+    int32_t index;          /* registration order, 0-based */
+    int32_t ndim;
+    int64_t shape[4];       /* LT_MAX_DIMS; entries past ndim are 0 */
+    lt_dtype dtype;         /* lt_flat.param_dtype */
+} lt_param_view;
+/* The parameters, stable from configure_ddp to teardown (LT_ERR_STATE
+ * before the model exists). */
+LT_API lt_status lt_run_params(lt_run *run, const lt_param_view **out, size_t *count);
+
+/* A bucket: a range of the flat gradient buffer communicated as one piece. */
+typedef struct lt_bucket_view {
+    size_t offset;          /* elements into lt_flat.grads */
+    size_t count;
+} lt_bucket_view;
+/* Publishes how the strategy cuts the gradients, in launch order (the order
+ * backward completes them: gradients arrive from the end of the flat buffer
+ * towards its start). The buckets must cover [0, lt_flat.count) exactly
+ * once; the run copies them. ddp's configure_ddp publishes its cut here and
+ * ddp's gradient hooks communicate whatever is published when the first
+ * backward starts, so an override that calls the original configure_ddp may
+ * publish another cut after it. LT_ERR_INVALID (with a message naming the
+ * bucket) for a gap, an overlap or a range past the end. */
+LT_API lt_status lt_run_set_buckets(lt_run *run, const lt_bucket_view *buckets, size_t count);
+/* The published buckets (count 0 before configure_ddp published any). */
+LT_API lt_status lt_run_buckets(lt_run *run, const lt_bucket_view **out, size_t *count);
+
 /* The accelerator: kernels (pass lt_run_kernel_ctx as their ctx) and memory. */
 LT_API const lt_kernels *lt_run_kernels(lt_run *run);
 LT_API lt_ctx *lt_run_kernel_ctx(lt_run *run);
@@ -66,10 +100,15 @@ LT_API lt_store *lt_run_store(lt_run *run);
  * in the same order. */
 LT_API lt_status lt_run_new_group(lt_run *run, const char *backend, const char *name,
                                   lt_pg **out);
-/* The group made by the strategy's init_dist_connection for user collectives
- * (sync_dist, all_gather ...); set by the strategy. */
+/* The group every strategy hook after init_dist_connection communicates
+ * over (gradients, sync_dist, all_gather ...). init_dist_connection sets it;
+ * from then on the run owns it and destroys it after the strategy's
+ * teardown (and aborts it first when the worker fails). Setting another
+ * group hands the previous one back to the caller, who destroys it. */
 LT_API void lt_run_set_default_group(lt_run *run, lt_pg *pg);
+/* NULL until init_dist_connection set one. */
 LT_API lt_pg *lt_run_default_group(lt_run *run);
+/* Destroys a group the caller owns (not the run's default group). */
 LT_API void lt_pg_destroy(lt_pg *pg);
 LT_API int lt_pg_rank(const lt_pg *pg);
 LT_API int lt_pg_size(const lt_pg *pg);

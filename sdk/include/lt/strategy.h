@@ -1,12 +1,21 @@
 /* Strategy: how the model is replicated and how gradients or weights are
  * combined (single_device, ddp, ddp_spawn, dp, ddp2, bagua ...).
  *
- * A third party may ship a strategy with `base` set and only one hook, e.g.
- * init_dist_connection; the rest come from the base, and the base's table is
- * stored in the header's `super` slot so the override can call the original.
+ * Replacing hooks. Any hook below may be replaced, two ways:
+ *  - a strategy with `base` set that defines only some hooks; the rest come
+ *    from the base, whose resolved table arrives in the header's `super`
+ *    slot so an override can call the original: (*super)->configure_ddp(...);
+ *  - one function from any shared object, named in the config:
+ *    `[strategy] init_dist_connection = ./libmine.so:my_init`; it reaches the
+ *    function it replaced with lt_ctx_original(ctx, "init_dist_connection").
+ * What a hook must leave behind is stated with each hook; it lives in the
+ * run (the default group, the buckets), never only in a plugin's private
+ * state, so a replacement that does not call the original works too. Both
+ * kinds of override share the base's context: keep state with
+ * lt_ctx_keyed_state (lt/core.h), not lt_ctx_state, which is the base's.
  *
  * Unless said otherwise hooks run on the worker's main thread (the training
- * thread), in the order they are listed, and may use lt_ctx_state. */
+ * thread), in the order they are listed. */
 #ifndef LT_STRATEGY_H
 #define LT_STRATEGY_H
 
@@ -37,14 +46,27 @@ typedef struct lt_strategy_desc {
     lt_status (*sampler_shard)(lt_ctx *ctx, lt_run *run, int *num_shards, int *shard);
 
     /* Required. Worker start: device binding and anything the environment
-     * needs before process groups exist. */
+     * needs before process groups exist. Leaves nothing the other hooks
+     * need: ddp reads its parameters here only to fail early on bad ones. */
     lt_status (*setup_environment)(lt_ctx *ctx, lt_run *run);
-    /* Required. Creates the process group(s) (lt_run_new_group) and sets the
-     * default group. Single-process strategies do nothing. Collective. */
+    /* Required. Collective. Creates the process group(s) and must leave the
+     * one the later hooks communicate over as the run's default group:
+     *     lt_run_new_group(run, NULL, "default", &pg); lt_run_set_default_group(run, pg);
+     * (the run then owns it). Single-process strategies do nothing. A
+     * replacement may call the original first and set another group after
+     * it (destroying the one handed back); ddp's later hooks fail, naming
+     * this hook, when no default group is set. */
     lt_status (*init_dist_connection)(lt_ctx *ctx, lt_run *run);
-    /* Required. After the module's init and the precision setup, with the flat
-     * buffers in place: broadcast rank 0's parameters, cut buckets, choose the
-     * communication hook. Collective. */
+    /* Required. Collective. After the module's init and the precision setup,
+     * with the flat buffers in place (lt_run_flat, lt_run_params). Must leave
+     * every replica with rank 0's parameters and, for strategies that
+     * communicate gradients, publish the gradient buckets
+     * (lt_run_set_buckets). ddp's does that (a broadcast over the default
+     * group, then buckets of bucket_cap_mb), checks its comm_hook against the
+     * backend, and lowers the training thread's priority by compute_nice
+     * (the backend's threads exist by now; the data loader's, made later,
+     * inherit it). A replacement that skips the original must broadcast and
+     * publish buckets itself; ddp's gradient hooks refuse to start without. */
     lt_status (*configure_ddp)(lt_ctx *ctx, lt_run *run);
 
     /* Optional: training is about to start / has ended (also on error, before
@@ -83,7 +105,9 @@ typedef struct lt_strategy_desc {
                            int root);
     lt_status (*barrier)(lt_ctx *ctx, lt_run *run);
 
-    /* Required. Frees what the strategy made; also after a failure. */
+    /* Required. Frees what the strategy made; also after a failure, and
+     * then possibly without the earlier hooks having run. Not the default
+     * group: the run destroys it after teardown returns. */
     lt_status (*teardown)(lt_ctx *ctx, lt_run *run);
 } lt_strategy_desc;
 
