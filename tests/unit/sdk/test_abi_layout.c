@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (n),                                           \
                    "offsetof(" #type ", " #field ") changed: bump the ABI (top of file)")
 
-_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 1,
+_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 2,
                "the ABI version changed: update the layouts below to the new version's");
 
 #if defined(__x86_64__)
@@ -212,6 +212,19 @@ OFF(lt_pg_options, iface, 32);
 OFF(lt_pg_options, num_threads, 40);
 OFF(lt_pg_options, connect_timeout_ms, 48);
 OFF(lt_pg_options, main_address, 56); /* 1.1 */
+
+/* lt_param_view, lt_bucket_view (1.2) */
+SIZE(lt_param_view, 72);
+OFF(lt_param_view, name, 0);
+OFF(lt_param_view, offset, 8);
+OFF(lt_param_view, count, 16);
+OFF(lt_param_view, index, 24);
+OFF(lt_param_view, ndim, 28);
+OFF(lt_param_view, shape, 32);
+OFF(lt_param_view, dtype, 64);
+SIZE(lt_bucket_view, 16);
+OFF(lt_bucket_view, offset, 0);
+OFF(lt_bucket_view, count, 8);
 
 /* lt_world */
 SIZE(lt_world, 292);
