@@ -21,7 +21,8 @@ echo "ltrun_cli: --version"
 cli version --version
 check "--version exits 0" [ "$RC" -eq 0 ]
 check "--version prints 'ltrun X.Y.Z'" says version '^ltrun [0-9]+\.[0-9]+\.[0-9]+'
-check "--version prints the plugin ABI 1.1" says version 'plugin ABI 1\.1\b'
+abi=$(sed -n 's/^#define LT_ABI_MAJOR \([0-9]*\).*/\1/p' "$SRC/sdk/include/lt/abi.h").$(sed -n 's/^#define LT_ABI_MINOR \([0-9]*\).*/\1/p' "$SRC/sdk/include/lt/abi.h")
+check "--version prints the plugin ABI $abi (sdk/include/lt/abi.h)" says version "plugin ABI ${abi//./\\.}\\b"
 show_tail "$IT_TMP/version.out" 2
 
 echo "ltrun_cli: --help"
