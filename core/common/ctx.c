@@ -42,7 +42,54 @@ const char *lt_last_error(const lt_ctx *ctx) {
 void lt_clear_error(void) { err_buf[0] = 0; }
 
 void *lt_ctx_state(const lt_ctx *ctx) { return ctx->state; }
-void lt_ctx_set_state(lt_ctx *ctx, void *state) { ctx->state = state; }
+
+void lt_ctx_set_state(lt_ctx *ctx, void *state) {
+    if (ctx->state && state && state != ctx->state)
+        lt_log(ctx, LT_LOG_WARN, "plugin state replaced while set: the root slot belongs to the "
+               "plugin without a base; a derived plugin or a path:symbol hook keeps its own "
+               "with lt_ctx_set_keyed_state");
+    ctx->state = state;
+}
+
+void *lt_ctx_keyed_state(const lt_ctx *ctx, const void *key) {
+    for (int i = 0; key && i < LT_CTX_MAX_KEYED_STATES; i++)
+        if (ctx->keyed[i].key == key) return ctx->keyed[i].state;
+    return NULL;
+}
+
+lt_status lt_ctx_set_keyed_state(lt_ctx *ctx, const void *key, void *state) {
+    if (!key) {
+        lt_set_error(ctx, "lt_ctx_set_keyed_state: key is NULL; use the address of something "
+                     "the plugin owns (its descriptor, a static variable)");
+        return LT_ERR_INVALID;
+    }
+    lt_keyed_state *free_slot = NULL;
+    for (int i = 0; i < LT_CTX_MAX_KEYED_STATES; i++) {
+        lt_keyed_state *k = &ctx->keyed[i];
+        if (k->key == key) {
+            k->state = state;
+            if (!state) k->key = NULL;
+            return LT_OK;
+        }
+        if (!k->key && !free_slot) free_slot = k;
+    }
+    if (!state) return LT_OK;
+    if (!free_slot) {
+        lt_set_error(ctx, "lt_ctx_set_keyed_state: all %d keyed slots of %s '%s' are in use; "
+                     "keep one struct per plugin under one key", LT_CTX_MAX_KEYED_STATES,
+                     lt_kind_name(ctx->kind) ? lt_kind_name(ctx->kind) : "core", ctx->name);
+        return LT_ERR_NOMEM;
+    }
+    free_slot->key = key;
+    free_slot->state = state;
+    return LT_OK;
+}
+
+const void *lt_ctx_original(const lt_ctx *ctx, const char *hook) {
+    for (const lt_hook_override *o = ctx ? ctx->overrides : NULL; o && hook; o = o->next)
+        if (!strcmp(o->hook, hook)) return o->before;
+    return NULL;
+}
 const char *lt_ctx_name(const lt_ctx *ctx) { return ctx->name; }
 
 void lt_log_set_level(int level) { g_log_level = level; }

@@ -10,6 +10,7 @@
 #define LT_REGISTRY_H
 
 #include "lt/abi.h"
+#include "common/ctx.h" /* lt_hook_override */
 
 typedef struct lt_registry lt_registry;
 
@@ -42,6 +43,13 @@ lt_status lt_registry_load(lt_registry *r, lt_kind kind, const char *spec,
 lt_status lt_registry_override_hook(lt_registry *r, lt_kind kind, const lt_plugin_header *table,
                                     const char *hook, const char *spec,
                                     const lt_plugin_header **out, char *err, size_t errlen);
+
+/* The record of the path:symbol override that made `table` (a table
+ * lt_registry_override_hook returned), chained to the records of the
+ * overrides under it; NULL for any other table. The trainer puts it in the
+ * plugin's context so lt_ctx_original can reach the replaced hooks. */
+const lt_hook_override *lt_registry_override_record(const lt_registry *r,
+                                                    const lt_plugin_header *table);
 
 /* Hook metadata per kind, also used by config validation ([strategy]
  * init_dist_connection = ...). */

@@ -6,7 +6,9 @@
 #define LT_REGISTRY_INTERNAL_H
 
 #include <limits.h>
+#include <stdalign.h>
 #include "lt/core.h"
+#include "common/ctx.h"
 #include "registry.h"
 #include "common/text.h"
 
@@ -25,6 +27,14 @@ typedef struct registry_loading {
     char path[PATH_MAX];
 } registry_loading;
 
+/* A table copied by lt_registry_override_hook, with the record of what it
+ * replaced in front. */
+typedef struct override_block {
+    lt_hook_override rec;
+    struct override_block *older; /* the registry's list, newest first */
+    _Alignas(max_align_t) unsigned char table[];
+} override_block;
+
 struct lt_registry {
     char **dirs;
     size_t ndirs, dirs_cap;
@@ -34,6 +44,7 @@ struct lt_registry {
     registry_loading *loading;
     size_t nloading, loading_cap;
     void **owned; /* override copies and merged param lists */
+    override_block *overrides; /* the override copies again (owned above), to find records */
     size_t nowned, owned_cap;
     bool cycle_reported; /* a cycle message travels up the chain unwrapped */
 };

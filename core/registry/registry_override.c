@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/ctx.h"
 #include "registry_internal.h"
 
 static const lt_hook_info *find_hook(lt_kind kind, const char *hook, char *err, size_t errlen) {
@@ -79,13 +80,28 @@ lt_status lt_registry_override_hook(lt_registry *r, lt_kind kind, const lt_plugi
     void (*fn)(void);
     LT_CHECK(load_symbol(what, path, sym, &fn, err, errlen));
     size_t full = lt_desc_size(kind);
-    void *copy = calloc(1, full);
-    if (!copy || !registry_own(r, copy)) {
+    /* The copy carries its record in front: which hook it replaced and the
+     * table before, chained to that table's own record when it was a copy
+     * too, so lt_ctx_original finds the replaced function of any hook. */
+    override_block *b = calloc(1, sizeof *b + full);
+    if (!b || !registry_own(r, b)) {
         registry_err(err, errlen, "%s: out of memory", what);
         return LT_ERR_NOMEM;
     }
-    memcpy(copy, table, table->struct_size < full ? table->struct_size : full);
-    registry_hook_set(copy, info->offset, fn);
-    *out = copy;
+    b->rec.hook = info->name;
+    b->rec.before = table;
+    b->rec.next = lt_registry_override_record(r, table);
+    memcpy(b->table, table, table->struct_size < full ? table->struct_size : full);
+    registry_hook_set(b->table, info->offset, fn);
+    b->older = r->overrides;
+    r->overrides = b;
+    *out = (const lt_plugin_header *)b->table;
     return LT_OK;
+}
+
+const lt_hook_override *lt_registry_override_record(const lt_registry *r,
+                                                    const lt_plugin_header *table) {
+    for (const override_block *b = r ? r->overrides : NULL; b && table; b = b->older)
+        if ((const void *)b->table == (const void *)table) return &b->rec;
+    return NULL;
 }

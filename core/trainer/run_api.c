@@ -1,6 +1,7 @@
 /* What strategy and precision plugins borrow from a run (lt/run.h), and the
  * core's defaults for the strategy hooks that need a run. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "run_internal.h"
 #include "registry/hook_defaults.h"
@@ -41,6 +42,117 @@ lt_store *lt_run_store(lt_run *run) { return run->store; }
 
 void lt_run_set_default_group(lt_run *run, lt_pg *pg) { run->default_pg = pg; }
 lt_pg *lt_run_default_group(lt_run *run) { return run->default_pg; }
+
+lt_status lt_run_params(lt_run *run, const lt_param_view **out, size_t *count) {
+    lt_model *m = run->model;
+    if (!m || !m->params_flat) {
+        lt_set_error(NULL, "lt_run_params: the parameters do not exist before configure_ddp");
+        return LT_ERR_STATE;
+    }
+    if (!run->param_views) {
+        lt_param_view *v = calloc((size_t)m->nparams ? (size_t)m->nparams : 1, sizeof *v);
+        if (!v) {
+            lt_set_error(NULL, "lt_run_params: out of memory");
+            return LT_ERR_NOMEM;
+        }
+        for (int i = 0; i < m->nparams; i++) {
+            const lt_param *p = m->params[i];
+            v[i] = (lt_param_view){.name = p->name, .offset = p->offset, .count = (size_t)p->numel,
+                                   .index = i, .ndim = p->ndim, .dtype = m->dtype};
+            for (int d = 0; d < p->ndim && d < LT_MAX_DIMS; d++) v[i].shape[d] = p->shape[d];
+        }
+        run->param_views = v;
+        run->nparam_views = (size_t)m->nparams;
+    }
+    *out = run->param_views;
+    *count = run->nparam_views;
+    return LT_OK;
+}
+
+static int by_offset(const void *a, const void *b) {
+    const lt_bucket_view *x = *(const lt_bucket_view *const *)a, *y = *(const lt_bucket_view *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Every element of the flat gradients in exactly one bucket: sorted by
+ * offset, each bucket starts where the one before ended, the last ends at
+ * the total. */
+static lt_status check_cover(const lt_bucket_view *b, size_t n, size_t total) {
+    const lt_bucket_view **s = malloc((n ? n : 1) * sizeof *s);
+    if (!s) {
+        lt_set_error(NULL, "lt_run_set_buckets: out of memory");
+        return LT_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) s[i] = &b[i];
+    qsort(s, n, sizeof *s, by_offset);
+    size_t at = 0;
+    lt_status st = LT_OK;
+    for (size_t i = 0; i < n && st == LT_OK; i++) {
+        size_t idx = (size_t)(s[i] - b);
+        if (s[i]->count == 0 || s[i]->offset != at || s[i]->count > total - s[i]->offset) {
+            lt_set_error(NULL, "lt_run_set_buckets: bucket %zu [%zu, +%zu) %s; buckets must cover "
+                         "the %zu gradient elements exactly once", idx, s[i]->offset, s[i]->count,
+                         s[i]->count == 0 ? "is empty"
+                         : s[i]->offset > at ? "leaves a gap before it"
+                         : s[i]->offset < at ? "overlaps another" : "runs past the end", total);
+            st = LT_ERR_INVALID;
+        }
+        at = s[i]->offset + s[i]->count;
+    }
+    if (st == LT_OK && at != total) {
+        lt_set_error(NULL, "lt_run_set_buckets: the buckets end at element %zu of %zu; buckets must "
+                     "cover the gradient elements exactly once", at, total);
+        st = LT_ERR_INVALID;
+    }
+    free(s);
+    return st;
+}
+
+lt_status lt_run_set_buckets(lt_run *run, const lt_bucket_view *buckets, size_t count) {
+    if (!run->model || !run->model->params_flat) {
+        lt_set_error(NULL, "lt_run_set_buckets: the gradients do not exist before configure_ddp");
+        return LT_ERR_STATE;
+    }
+    if (!buckets || count == 0) {
+        lt_set_error(NULL, "lt_run_set_buckets: no buckets given; pass at least one covering "
+                     "every gradient element");
+        return LT_ERR_INVALID;
+    }
+    LT_CHECK(check_cover(buckets, count, run->model->total));
+    lt_bucket_view *copy = malloc(count * sizeof *copy);
+    if (!copy) {
+        lt_set_error(NULL, "lt_run_set_buckets: out of memory");
+        return LT_ERR_NOMEM;
+    }
+    memcpy(copy, buckets, count * sizeof *copy);
+    free(run->buckets);
+    run->buckets = copy;
+    run->nbuckets = count;
+    return LT_OK;
+}
+
+lt_status lt_run_buckets(lt_run *run, const lt_bucket_view **out, size_t *count) {
+    *out = run->buckets;
+    *count = run->nbuckets;
+    return LT_OK;
+}
+
+void lt_run_teardown_strategy(lt_run *r) {
+    if (r->strategy.loaded && r->strategy_started) {
+        lt_status st = LT_STRAT(r)->teardown(&r->strategy.ctx, r);
+        if (st != LT_OK)
+            lt_log(&r->strategy.ctx, LT_LOG_WARN, "teardown failed: %s", lt_last_error(&r->strategy.ctx));
+    }
+    r->strategy_started = false;
+    if (r->default_pg) lt_pg_destroy(r->default_pg);
+    r->default_pg = NULL;
+    free(r->buckets);
+    r->buckets = NULL;
+    r->nbuckets = 0;
+    free(r->param_views);
+    r->param_views = NULL;
+    r->nparam_views = 0;
+}
 
 /* ---- defaults for optional strategy hooks ---------------------------------- */
 

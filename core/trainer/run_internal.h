@@ -46,7 +46,12 @@ struct lt_run {
     /* distributed */
     lt_store *store;
     struct lt_store_server *store_server; /* rank 0 hosts it when no launcher does */
-    lt_pg *default_pg;
+    lt_pg *default_pg;      /* the run's from lt_run_set_default_group on */
+    lt_param_view *param_views; /* lt_run_params, made on first use */
+    size_t nparam_views;
+    lt_bucket_view *buckets;    /* lt_run_set_buckets */
+    size_t nbuckets;
+    bool strategy_started;  /* setup_environment was called: teardown is owed */
     bool external_launch; /* a launcher (ltrun, torchrun, srun) started this process */
 
     /* optimization */
@@ -71,6 +76,8 @@ struct lt_run {
 lt_status lt_run_read_world(lt_run *r);
 /* run_api.c */
 void lt_run_register_defaults(void);
+/* The strategy's teardown (when owed), then the default group and the views. */
+void lt_run_teardown_strategy(lt_run *r);
 lt_status lt_run_fail(lt_run *r, lt_status st, const char *fmt, ...) LT_PRINTF(3, 4);
 /* After a plugin hook failed: "<kind> '<name>': <hook> failed: <message>". */
 lt_status lt_run_hook_failed(lt_run *r, const lt_plugin *p, const char *hook, lt_status st);

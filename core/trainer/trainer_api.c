@@ -54,7 +54,7 @@ void lt_trainer_free(lt_trainer *t) {
     lt_dataset_destroy(&t->val_ds);
     lt_dataset_destroy(&t->test_ds);
     lt_dataset_destroy(&t->train_base);
-    if (r->strategy.loaded && t->worker_ready) LT_STRAT(r)->teardown(&r->strategy.ctx, r);
+    lt_run_teardown_strategy(r);
     if (r->module.loaded && t->worker_ready && LT_MOD(r)->teardown) LT_MOD(r)->teardown(&r->module.ctx);
     if (r->model) {
         lt_optim_free(&r->optim, LT_ACC(r), &r->accel.ctx);

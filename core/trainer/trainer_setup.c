@@ -85,6 +85,7 @@ static void visit_override(void *user, const char *key, const char *value, const
         }
         v->p->desc = d;
         v->p->ctx.desc = d;
+        v->p->ctx.overrides = lt_registry_override_record(v->r->registry, d);
         lt_log(NULL, LT_LOG_INFO, "%s '%s': hook %s taken from %s", lt_kind_name(v->kind), v->p->ctx.name, key, value);
     }
 }

@@ -368,6 +368,7 @@ lt_status lt_trainer_setup_worker(lt_trainer *t) {
     lt_status st = LT_ACC(r)->setup(&r->accel.ctx, r->world.device);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "setup", st);
     r->accel_ready = true;
+    r->strategy_started = true; /* teardown is owed from here, even if this fails */
     st = LT_STRAT(r)->setup_environment(&r->strategy.ctx, r);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "setup_environment", st);
     st = LT_STRAT(r)->init_dist_connection(&r->strategy.ctx, r);

@@ -2,28 +2,42 @@
 #include <string.h>
 #include "buckets.h"
 
-lt_status buckets_build(bucket_plan *p, size_t total, size_t elem_size, double first_mb, double cap_mb) {
-    memset(p, 0, sizeof *p);
+lt_status buckets_cut(size_t total, size_t elem_size, double first_mb, double cap_mb,
+                      lt_bucket_view **out, size_t *n) {
     size_t cap = (size_t)(cap_mb * 1048576.0) / elem_size;
     size_t first = (size_t)(first_mb * 1048576.0) / elem_size;
     if (cap < 1) cap = 1;
     if (first < 1) first = cap;
-    int n = 0;
-    for (size_t left = total, i = 0; left > 0; i++, n++) {
+    size_t count = 0;
+    for (size_t left = total, i = 0; left > 0; i++, count++) {
         size_t c = i == 0 ? first : cap;
         left -= c < left ? c : left;
     }
-    p->b = calloc((size_t)n, sizeof *p->b);
-    if (!p->b) return LT_ERR_NOMEM;
+    lt_bucket_view *v = calloc(count ? count : 1, sizeof *v);
+    if (!v) return LT_ERR_NOMEM;
     size_t end = total;
-    for (int i = 0; i < n; i++) {
+    for (size_t i = 0; i < count; i++) {
         size_t c = i == 0 ? first : cap;
         if (c > end) c = end;
-        p->b[i].start = end - c;
-        p->b[i].count = c;
+        v[i].offset = end - c;
+        v[i].count = c;
         end -= c;
     }
-    p->n = n;
+    *out = v;
+    *n = count;
+    return LT_OK;
+}
+
+lt_status buckets_adopt(bucket_plan *p, const lt_bucket_view *v, size_t n) {
+    memset(p, 0, sizeof *p);
+    p->b = calloc(n ? n : 1, sizeof *p->b);
+    if (!p->b) return LT_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        p->b[i].start = v[i].offset;
+        p->b[i].count = v[i].count;
+    }
+    p->n = (int)n;
+    p->from = v;
     buckets_reset(p);
     return LT_OK;
 }

@@ -1,7 +1,9 @@
 /* Gradient buckets: the flat gradient buffer cut, from its end backwards
  * (reverse registration order, the order backward finishes them), into
  * buckets of bucket_cap_mb, the first one small so communication starts
- * early. A bucket is launched the moment its last element is reported ready. */
+ * early. configure_ddp publishes the cut in the run (lt_run_set_buckets);
+ * the gradient hooks follow whatever is published. A bucket is launched the
+ * moment its last element is reported ready. */
 #ifndef LT_DDP_BUCKETS_H
 #define LT_DDP_BUCKETS_H
 
@@ -20,9 +22,15 @@ typedef struct bucket_plan {
     bucket *b;
     int n;
     int next_launch;       /* buckets launch in order, so every rank issues the same sequence */
+    const lt_bucket_view *from; /* the run's published buckets this plan was made from */
 } bucket_plan;
 
-lt_status buckets_build(bucket_plan *p, size_t total, size_t elem_size, double first_mb, double cap_mb);
+/* ddp's cut of `total` elements: from the end of the flat buffer backwards,
+ * the first bucket first_mb, the others cap_mb. *out is malloc'ed. */
+lt_status buckets_cut(size_t total, size_t elem_size, double first_mb, double cap_mb,
+                      lt_bucket_view **out, size_t *n);
+/* A plan over published buckets, launched in the order given. */
+lt_status buckets_adopt(bucket_plan *p, const lt_bucket_view *v, size_t n);
 void buckets_free(bucket_plan *p);
 /* Resets readiness for a new backward. */
 void buckets_reset(bucket_plan *p);

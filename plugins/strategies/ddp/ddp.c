@@ -20,34 +20,24 @@ static const lt_param_spec ddp_params[] = {
     {NULL, 0, NULL, NULL},
 };
 
+/* ddp's own state: parameters and the communication in flight. What other
+ * hooks (and overrides) must see lives in the run instead: the default
+ * group (init_dist_connection) and the buckets (configure_ddp). */
 typedef struct ddp {
-    lt_pg *pg;
     lt_flat flat;
-    bucket_plan plan;
+    bucket_plan plan;      /* made from the run's published buckets */
     comm_hook hook;
     double first_mb, cap_mb; /* bucket sizes, checked at setup */
+    int64_t compute_nice;
     bool overlap;
     bool sync;      /* this backward communicates */
-    lt_status failed;
     double wait_s;  /* time before_optimizer_step spent waiting, for the debug log */
     int64_t syncs;
 } ddp;
 
-static ddp *state(lt_ctx *ctx) { return lt_ctx_state(ctx); }
-
-static lt_status pg_failed(lt_ctx *ctx, ddp *d, lt_status st) {
-    lt_set_error(ctx, "%s", d->pg ? lt_pg_error(d->pg) : "no process group");
-    return st;
-}
-
-static lt_status ddp_launch_kind(lt_ctx *ctx, lt_launch_kind *out) {
-    (void)ctx;
-    *out = LT_LAUNCH_SUBPROCESS;
-    return LT_OK;
-}
-
-static lt_status ddp_setup_environment(lt_ctx *ctx, lt_run *run) {
-    (void)run;
+/* Reads and checks the parameters: in setup_environment normally, or in the
+ * first hook that runs when an override replaced setup_environment. */
+static lt_status ddp_make(lt_ctx *ctx, ddp **out) {
     ddp *d = calloc(1, sizeof *d);
     if (!d) return LT_ERR_NOMEM;
     const char *hook = lt_param_str(ctx, "comm_hook", "allreduce");
@@ -62,6 +52,7 @@ static lt_status ddp_setup_environment(lt_ctx *ctx, lt_run *run) {
     d->overlap = lt_param_bool(ctx, "overlap", true);
     d->first_mb = lt_param_float(ctx, "first_bucket_mb", 1);
     d->cap_mb = lt_param_float(ctx, "bucket_cap_mb", 25);
+    d->compute_nice = lt_param_int(ctx, "compute_nice", 5);
     /* 0 would mean one allreduce per gradient element; NaN or huge values an undefined cast */
     if (!(d->cap_mb >= 1e-3 && d->cap_mb <= 1e6) || !(d->first_mb >= 0 && d->first_mb <= 1e6)) {
         lt_set_error(ctx, "strategy.bucket_cap_mb = %g, strategy.first_bucket_mb = %g: need "
@@ -71,74 +62,140 @@ static lt_status ddp_setup_environment(lt_ctx *ctx, lt_run *run) {
         return LT_ERR_INVALID;
     }
     lt_ctx_set_state(ctx, d);
+    *out = d;
     return LT_OK;
 }
 
+static lt_status state(lt_ctx *ctx, ddp **out) {
+    *out = lt_ctx_state(ctx);
+    return *out ? LT_OK : ddp_make(ctx, out);
+}
+
+/* The run's default group, which init_dist_connection must have left. */
+static lt_status group(lt_ctx *ctx, lt_run *run, lt_pg **out) {
+    *out = lt_run_default_group(run);
+    if (*out) return LT_OK;
+    lt_set_error(ctx, "no default process group: init_dist_connection must leave one "
+                 "(lt_run_new_group, then lt_run_set_default_group)");
+    return LT_ERR_STATE;
+}
+
+static lt_status pg_failed(lt_ctx *ctx, lt_pg *pg, lt_status st) {
+    lt_set_error(ctx, "%s", lt_pg_error(pg));
+    return st;
+}
+
+static lt_status ddp_launch_kind(lt_ctx *ctx, lt_launch_kind *out) {
+    (void)ctx;
+    *out = LT_LAUNCH_SUBPROCESS;
+    return LT_OK;
+}
+
+static lt_status ddp_setup_environment(lt_ctx *ctx, lt_run *run) {
+    (void)run;
+    ddp *d;
+    return state(ctx, &d);
+}
+
 static lt_status ddp_init_dist_connection(lt_ctx *ctx, lt_run *run) {
-    ddp *d = state(ctx);
-    lt_status st = lt_run_new_group(run, NULL, "default", &d->pg);
+    lt_pg *pg;
+    lt_status st = lt_run_new_group(run, NULL, "default", &pg);
     if (st != LT_OK) {
         lt_set_error(ctx, "%s", lt_last_error(NULL));
         return st;
     }
-    lt_run_set_default_group(run, d->pg);
-    /* The backend's threads exist now, at the default priority. Lowering the
-     * training thread's lets a woken communication thread preempt it at once
-     * instead of waiting out the compute thread's time slice (measured: 2x
-     * steps/s on a small model, 2 ranks on 2 cores). Threads the training
-     * thread starts later (the data loader) inherit the lower priority. */
-    int64_t nice_by = lt_param_int(ctx, "compute_nice", 5);
-    if (nice_by > 0) {
-        errno = 0;
-        int cur = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
-        if (errno == 0) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), cur + (int)nice_by);
-    }
+    lt_run_set_default_group(run, pg);
     return LT_OK;
+}
+
+/* The backend's threads exist now (init_dist_connection), at the default
+ * priority. Lowering the training thread's lets a woken communication thread
+ * preempt it at once instead of waiting out the compute thread's time slice
+ * (measured: 2x steps/s on a small model, 2 ranks on 2 cores). Threads the
+ * training thread starts later (the data loader) inherit the lower priority. */
+static void lower_compute_priority(const ddp *d) {
+    if (d->compute_nice <= 0) return;
+    errno = 0;
+    int cur = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    if (errno == 0) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), cur + (int)d->compute_nice);
 }
 
 static lt_dtype wire_dtype(const ddp *d) { return d->hook == HOOK_FP16 ? LT_F16 : LT_BF16; }
 
 static lt_status ddp_configure_ddp(lt_ctx *ctx, lt_run *run) {
-    ddp *d = state(ctx);
+    ddp *d;
+    lt_pg *pg;
+    LT_CHECK(state(ctx, &d));
+    LT_CHECK(group(ctx, run, &pg));
     LT_CHECK(lt_run_flat(run, &d->flat));
-    lt_status st = lt_pg_broadcast_sync(d->pg, d->flat.params, d->flat.count, d->flat.param_dtype, 0);
-    if (st != LT_OK) return pg_failed(ctx, d, st);
+    lt_status st = lt_pg_broadcast_sync(pg, d->flat.params, d->flat.count, d->flat.param_dtype, 0);
+    if (st != LT_OK) return pg_failed(ctx, pg, st);
     lt_dtype wire = d->hook == HOOK_ALLREDUCE ? d->flat.grad_dtype : wire_dtype(d);
-    if (!lt_pg_supports(d->pg, wire, LT_AVG)) {
+    if (!lt_pg_supports(pg, wire, LT_AVG)) {
         lt_set_error(ctx, "strategy.comm_hook = %s averages %s gradients, which backend '%s' "
                      "cannot reduce; use comm_hook=allreduce or another "
                      "strategy.process_group_backend (gloo does)",
                      lt_param_str(ctx, "comm_hook", "allreduce"), lt_dtype_name(wire),
-                     lt_pg_backend_name(d->pg));
+                     lt_pg_backend_name(pg));
         return LT_ERR_UNSUPPORTED;
     }
-    size_t es = lt_dtype_size(d->flat.grad_dtype);
-    st = buckets_build(&d->plan, d->flat.count, es, d->first_mb, d->cap_mb);
+    lt_bucket_view *cut;
+    size_t n;
+    st = buckets_cut(d->flat.count, lt_dtype_size(d->flat.grad_dtype), d->first_mb, d->cap_mb, &cut, &n);
     if (st != LT_OK) return st;
-    for (int i = 0; d->hook != HOOK_ALLREDUCE && i < d->plan.n; i++) {
-        st = lt_run_alloc(run, d->plan.b[i].count * 2, &d->plan.b[i].wire);
-        if (st != LT_OK) return st;
+    st = lt_run_set_buckets(run, cut, n);
+    free(cut);
+    if (st != LT_OK) {
+        lt_set_error(ctx, "%s", lt_last_error(NULL));
+        return st;
     }
+    lower_compute_priority(d);
     if (lt_run_world(run)->global_rank == 0)
-        lt_log(ctx, LT_LOG_DEBUG, "%zu gradients in %d buckets, hook %s, overlap %s", d->flat.count,
-               d->plan.n, lt_param_str(ctx, "comm_hook", "allreduce"), d->overlap ? "on" : "off");
+        lt_log(ctx, LT_LOG_DEBUG, "%zu gradients in %zu buckets, hook %s, overlap %s", d->flat.count,
+               n, lt_param_str(ctx, "comm_hook", "allreduce"), d->overlap ? "on" : "off");
     return LT_OK;
 }
 
+/* The plan follows the run's published buckets: made at the first backward,
+ * remade when an override published others. Wire buffers go with it. */
+static void plan_free(lt_run *run, ddp *d) {
+    for (int i = 0; i < d->plan.n; i++)
+        if (d->plan.b[i].wire) lt_run_free(run, d->plan.b[i].wire);
+    buckets_free(&d->plan);
+}
+
+static lt_status plan_sync(lt_ctx *ctx, lt_run *run, ddp *d) {
+    const lt_bucket_view *v;
+    size_t n;
+    LT_CHECK(lt_run_buckets(run, &v, &n));
+    if (n == 0) {
+        lt_set_error(ctx, "no gradient buckets: configure_ddp must publish them (lt_run_set_buckets)");
+        return LT_ERR_STATE;
+    }
+    if (d->plan.from == v && d->plan.n == (int)n) return LT_OK;
+    plan_free(run, d);
+    LT_CHECK(lt_run_flat(run, &d->flat));
+    LT_CHECK(buckets_adopt(&d->plan, v, n));
+    for (int i = 0; d->hook != HOOK_ALLREDUCE && i < d->plan.n; i++)
+        LT_CHECK(lt_run_alloc(run, d->plan.b[i].count * 2, &d->plan.b[i].wire));
+    return LT_OK;
+}
 
 static lt_status launch(lt_ctx *ctx, lt_run *run, ddp *d, bucket *b) {
     char *g = (char *)d->flat.grads + b->start * lt_dtype_size(d->flat.grad_dtype);
+    lt_pg *pg;
+    LT_CHECK(group(ctx, run, &pg));
     lt_status st;
     if (d->hook == HOOK_ALLREDUCE) {
-        st = lt_pg_allreduce(d->pg, g, b->count, d->flat.grad_dtype, LT_AVG, &b->work);
+        st = lt_pg_allreduce(pg, g, b->count, d->flat.grad_dtype, LT_AVG, &b->work);
     } else {
         /* Compress, then average on the wire in half precision. */
         lt_run_kernels(run)->cast(lt_run_kernel_ctx(run), wire_dtype(d), b->wire, d->flat.grad_dtype, g,
                                   (int64_t)b->count);
         st = lt_run_synchronize(run);
-        if (st == LT_OK) st = lt_pg_allreduce(d->pg, b->wire, b->count, wire_dtype(d), LT_AVG, &b->work);
+        if (st == LT_OK) st = lt_pg_allreduce(pg, b->wire, b->count, wire_dtype(d), LT_AVG, &b->work);
     }
-    return st == LT_OK ? LT_OK : pg_failed(ctx, d, st);
+    return st == LT_OK ? LT_OK : pg_failed(ctx, pg, st);
 }
 
 static lt_status launch_ready(lt_ctx *ctx, lt_run *run, ddp *d, int ready) {
@@ -150,15 +207,21 @@ static lt_status launch_ready(lt_ctx *ctx, lt_run *run, ddp *d, int ready) {
 }
 
 static lt_status ddp_on_backward_start(lt_ctx *ctx, lt_run *run, bool sync) {
-    (void)run;
-    ddp *d = state(ctx);
+    ddp *d;
+    LT_CHECK(state(ctx, &d));
+    LT_CHECK(plan_sync(ctx, run, d));
     d->sync = sync;
     buckets_reset(&d->plan);
     return LT_OK;
 }
 
 static lt_status ddp_on_grad_ready(lt_ctx *ctx, lt_run *run, size_t offset, size_t count, bool sync) {
-    ddp *d = state(ctx);
+    ddp *d = lt_ctx_state(ctx); /* on_backward_start made it and the plan */
+    if (!d || !d->plan.b) {
+        lt_set_error(ctx, "ddp's on_grad_ready ran without ddp's on_backward_start; a "
+                     "replacement of on_backward_start must call the original");
+        return LT_ERR_STATE;
+    }
     if (!sync) return LT_OK; /* no_sync: gradients accumulate locally */
     int ready = buckets_mark_ready(&d->plan, offset, count);
     if (!d->overlap || !ready) return LT_OK;
@@ -166,8 +229,11 @@ static lt_status ddp_on_grad_ready(lt_ctx *ctx, lt_run *run, size_t offset, size
 }
 
 static lt_status ddp_before_optimizer_step(lt_ctx *ctx, lt_run *run) {
-    ddp *d = state(ctx);
+    ddp *d;
+    lt_pg *pg;
+    LT_CHECK(state(ctx, &d));
     if (!d->sync) return LT_OK;
+    LT_CHECK(group(ctx, run, &pg));
     /* Buckets not launched yet (overlap off): all at once, in order. */
     LT_CHECK(launch_ready(ctx, run, d, d->plan.n - d->plan.next_launch));
     double t0 = lt_now();
@@ -177,7 +243,7 @@ static lt_status ddp_before_optimizer_step(lt_ctx *ctx, lt_run *run) {
         if (!b->work) continue;
         lt_status st = lt_work_wait(b->work);
         b->work = NULL;
-        if (st != LT_OK && first == LT_OK) first = pg_failed(ctx, d, st);
+        if (st != LT_OK && first == LT_OK) first = pg_failed(ctx, pg, st);
         if (st == LT_OK && d->hook != HOOK_ALLREDUCE) {
             char *g = (char *)d->flat.grads + b->start * lt_dtype_size(d->flat.grad_dtype);
             lt_run_kernels(run)->cast(lt_run_kernel_ctx(run), d->flat.grad_dtype, g, wire_dtype(d), b->wire,
@@ -190,36 +256,36 @@ static lt_status ddp_before_optimizer_step(lt_ctx *ctx, lt_run *run) {
 }
 
 static lt_status ddp_reduce(lt_ctx *ctx, lt_run *run, void *buf, size_t count, lt_dtype t, lt_redop op) {
-    (void)run;
-    ddp *d = state(ctx);
-    lt_status st = lt_pg_allreduce_sync(d->pg, buf, count, t, op);
-    return st == LT_OK ? LT_OK : pg_failed(ctx, d, st);
+    lt_pg *pg;
+    LT_CHECK(group(ctx, run, &pg));
+    lt_status st = lt_pg_allreduce_sync(pg, buf, count, t, op);
+    return st == LT_OK ? LT_OK : pg_failed(ctx, pg, st);
 }
 
 static lt_status ddp_all_gather(lt_ctx *ctx, lt_run *run, const void *send, void *recv, size_t count,
                                 lt_dtype t) {
-    (void)run;
-    ddp *d = state(ctx);
+    lt_pg *pg;
     lt_work *w;
-    lt_status st = lt_pg_allgather(d->pg, send, recv, count, t, &w);
+    LT_CHECK(group(ctx, run, &pg));
+    lt_status st = lt_pg_allgather(pg, send, recv, count, t, &w);
     if (st == LT_OK) st = lt_work_wait(w);
-    return st == LT_OK ? LT_OK : pg_failed(ctx, d, st);
+    return st == LT_OK ? LT_OK : pg_failed(ctx, pg, st);
 }
 
 static lt_status ddp_broadcast(lt_ctx *ctx, lt_run *run, void *buf, size_t count, lt_dtype t, int root) {
-    (void)run;
-    ddp *d = state(ctx);
-    lt_status st = lt_pg_broadcast_sync(d->pg, buf, count, t, root);
-    return st == LT_OK ? LT_OK : pg_failed(ctx, d, st);
+    lt_pg *pg;
+    LT_CHECK(group(ctx, run, &pg));
+    lt_status st = lt_pg_broadcast_sync(pg, buf, count, t, root);
+    return st == LT_OK ? LT_OK : pg_failed(ctx, pg, st);
 }
 
 static lt_status ddp_barrier(lt_ctx *ctx, lt_run *run) {
-    (void)run;
-    ddp *d = state(ctx);
+    lt_pg *pg;
     lt_work *w;
-    lt_status st = lt_pg_barrier(d->pg, &w);
+    LT_CHECK(group(ctx, run, &pg));
+    lt_status st = lt_pg_barrier(pg, &w);
     if (st == LT_OK) st = lt_work_wait(w);
-    return st == LT_OK ? LT_OK : pg_failed(ctx, d, st);
+    return st == LT_OK ? LT_OK : pg_failed(ctx, pg, st);
 }
 
 /* Like Lightning's teardown barrier: a rank that made one collective more
@@ -228,29 +294,26 @@ static lt_status ddp_barrier(lt_ctx *ctx, lt_run *run) {
  * check names both instead of one rank exiting cleanly and the other
  * seeing a closed connection. */
 static lt_status ddp_on_train_end(lt_ctx *ctx, lt_run *run) {
-    ddp *d = state(ctx);
-    if (!d || !d->pg) return LT_OK;
+    if (!lt_run_default_group(run)) return LT_OK;
     return ddp_barrier(ctx, run);
 }
 
+/* Buckets still in flight (a failure mid-step) are aborted before their
+ * wire buffers go; the default group is the run's to destroy. */
 static lt_status ddp_teardown(lt_ctx *ctx, lt_run *run) {
-    ddp *d = state(ctx);
+    ddp *d = lt_ctx_state(ctx);
     if (!d) return LT_OK;
     if (d->syncs)
-        lt_log(ctx, LT_LOG_DEBUG, "waited %.3f ms per step for gradients (%lld steps)", 1e3 * d->wait_s / (double)d->syncs,
-               (long long)d->syncs);
+        lt_log(ctx, LT_LOG_DEBUG, "waited %.3f ms per step for gradients (%lld steps)",
+               1e3 * d->wait_s / (double)d->syncs, (long long)d->syncs);
+    lt_pg *pg = lt_run_default_group(run);
     for (int i = 0; i < d->plan.n; i++) {
-        if (d->plan.b[i].work) {
-            lt_pg_abort(d->pg);
-            lt_work_wait(d->plan.b[i].work);
-        }
-        if (d->plan.b[i].wire) lt_run_free(run, d->plan.b[i].wire);
+        if (!d->plan.b[i].work) continue;
+        if (pg) lt_pg_abort(pg);
+        lt_work_wait(d->plan.b[i].work);
+        d->plan.b[i].work = NULL;
     }
-    buckets_free(&d->plan);
-    if (d->pg) {
-        if (lt_run_default_group(run) == d->pg) lt_run_set_default_group(run, NULL);
-        lt_pg_destroy(d->pg);
-    }
+    plan_free(run, d);
     free(d);
     lt_ctx_set_state(ctx, NULL);
     return LT_OK;
