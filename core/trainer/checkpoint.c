@@ -70,10 +70,10 @@ lt_status lt_checkpoint_save(lt_trainer *t, const char *path) {
             "format", CKPT_FORMAT, "lt.model", r->module.ctx.name, "lt.epoch", epoch,
             "lt.batch_in_epoch", batch, "lt.global_step", gstep, "lt.optimizer", r->optim_cfg.name,
             "lt.optimizer_step", ostep, "lt.seed", seed, "lt.precision", r->precision.ctx.name,
-            "lt.precision_state", prec, "lt.monitor", t->monitor, "lt.best_score", t->has_best ? best : "",
+            "lt.precision_state", prec, "lt.monitor", t->opt.ckpt.monitor, "lt.best_score", t->has_best ? best : "",
         };
         char err[1024];
-        st = lt_mkdirs(r, t->ckpt_dir, "checkpoint.dirpath (or trainer.default_root_dir)");
+        st = lt_mkdirs(r, t->opt.ckpt.dir, "checkpoint.dirpath (or trainer.default_root_dir)");
         if (st == LT_OK) {
             st = lt_st_write(path, ts, n, meta, sizeof meta / sizeof meta[0] / 2, err, sizeof err);
             if (st != LT_OK) lt_run_fail(r, st, "saving checkpoint: %s", err);
@@ -151,7 +151,7 @@ lt_status lt_checkpoint_load(lt_trainer *t, const char *path) {
     if (st == LT_OK) {
         const char *best = lt_st_meta(f, "lt.best_score");
         const char *mon = lt_st_meta(f, "lt.monitor");
-        if (best && *best && mon && !strcmp(mon, t->monitor)) {
+        if (best && *best && mon && !strcmp(mon, t->opt.ckpt.monitor)) {
             t->best_score = strtod(best, NULL);
             t->has_best = true;
         }

@@ -25,15 +25,13 @@ lt_status lt_mkdirs(lt_run *r, const char *path, const char *key) {
 lt_status lt_logdir_prepare(lt_trainer *t) {
     lt_run *r = &t->run;
     if (r->world.global_rank != 0 || t->log_dir[0]) return LT_OK;
-    bool csv = true;
-    lt_config_bool(r->config, "logger", "csv", &csv, NULL, 0);
-    if (!csv) return LT_OK;
-    const char *name = lt_config_value(r->config, "logger", "name");
-    const char *version = lt_config_value(r->config, "logger", "version");
+    const lt_log_options *o = &t->opt.log;
+    if (!o->csv) return LT_OK;
+    const char *version = o->version;
     char base[1024];
-    snprintf(base, sizeof base, "%.800s/%.100s", t->root_dir, name && *name ? name : "lt_logs");
+    snprintf(base, sizeof base, "%.800s/%.100s", o->root_dir, o->name);
     LT_CHECK(lt_mkdirs(r, base, "trainer.default_root_dir"));
-    if (version && *version) {
+    if (*version) {
         snprintf(t->log_dir, sizeof t->log_dir, "%.900s/version_%.50s", base, version);
     } else {
         for (int n = 0;; n++) {
@@ -48,7 +46,7 @@ lt_status lt_logdir_prepare(lt_trainer *t) {
     FILE *f = fopen(path, "w");
     if (!f) return lt_run_fail(r, LT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     fprintf(f, "# resolved configuration: section.key = value  (where it came from)\n# %s\n", t->summary);
-    lt_config_print(r->config, f);
+    fputs(t->config_text ? t->config_text : "", f);
     fclose(f);
     printf("lt: logging to %s\n", t->log_dir);
     return LT_OK;

@@ -29,7 +29,7 @@ static double rate_at(const lt_trainer *t, int64_t batch, double now) {
 
 void lt_progress_update(lt_trainer *t, int64_t batch, int64_t nbatches, double loss, bool force) {
     lt_run *r = &t->run;
-    if (r->world.global_rank != 0 || !t->progress_bar) return;
+    if (r->world.global_rank != 0 || !t->opt.loop.progress_bar) return;
     double now = lt_now();
     double rate = rate_at(t, batch, now);
     static int tty = -1; /* asked once: not a syscall per step */
@@ -47,7 +47,7 @@ void lt_progress_update(lt_trainer *t, int64_t batch, int64_t nbatches, double l
         fflush(stdout);
         return;
     }
-    if (force || r->global_step % t->log_every != 0) return;
+    if (force || r->global_step % t->opt.loop.log_every != 0) return;
     printf("epoch %lld  batch %lld/%lld  step %lld  loss %.4f  %.1f it/s\n", (long long)r->epoch,
            (long long)batch, (long long)nbatches, (long long)r->global_step, loss, rate);
     fflush(stdout);

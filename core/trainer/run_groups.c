@@ -10,8 +10,7 @@
 
 /* launcher.rdzv_timeout_s in ms, capped so it fits the int the store takes. */
 static int rdzv_timeout_ms(lt_run *r) {
-    int64_t s = 300;
-    lt_config_int(r->config, "launcher", "rdzv_timeout_s", &s, NULL, 0);
+    int64_t s = r->dist.rdzv_timeout_s;
     return s < 1 ? 1000 : s > 2000000 ? 2000000000 : (int)(s * 1000);
 }
 
@@ -64,8 +63,7 @@ lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_
     LT_CHECK(connect_store(r));
     lt_ctx bctx;
     LT_CHECK(backend_for(r, backend, &bctx));
-    int64_t tmo_s = 1800;
-    lt_config_int(r->config, "strategy", "timeout_s", &tmo_s, NULL, 0);
+    int64_t tmo_s = r->dist.timeout_s;
     lt_pg_spec spec = {.backend_ctx = &bctx, .store = r->store, .name = name,
                        .rank = r->world.global_rank, .size = r->world.world_size,
                        .timeout_ms = tmo_s * 1000, .connect_timeout_ms = rdzv_timeout_ms(r),

@@ -14,6 +14,7 @@
 #include "io/metrics.h"
 #include "nn/optim.h"
 #include "dist/launch.h"
+#include "options.h"
 
 typedef struct lt_plugin {
     const lt_plugin_header *desc; /* resolved table */
@@ -53,12 +54,13 @@ struct lt_run {
     size_t nbuckets;
     bool strategy_started;  /* setup_environment was called: teardown is owed */
     bool external_launch; /* a launcher (ltrun, torchrun, srun) started this process */
+    lt_dist_options dist;   /* timeouts, from the trainer's options */
+    int num_nodes;          /* trainer.num_nodes */
 
     /* optimization */
-    lt_optim_config optim_cfg;
+    lt_optim_config optim_cfg; /* after the module's configure_optimizers and lr scaling */
     lt_optimizer optim;
-    int64_t accumulate;
-    double clip_val;
+    int64_t accumulate;     /* trainer.accumulate_grad_batches (the tape's loss scale) */
     bool sync_grads;        /* this backward ends an accumulation window */
     bool backward_hook_failed; /* a strategy hook failed inside backward (message in error) */
     bool drop_metrics;      /* sanity-check validation: run, do not record */

@@ -66,6 +66,7 @@ void lt_trainer_free(lt_trainer *t) {
     if (r->store_server) lt_store_server_stop(r->store_server);
     lt_metrics_free(&r->metrics);
     free(t->spawn_params);
+    free(t->config_text);
     if (r->registry) lt_registry_free(r->registry);
     if (r->config) lt_config_free(r->config);
     free(t);

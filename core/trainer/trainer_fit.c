@@ -42,7 +42,7 @@ static int64_t limit_batches(int64_t n, double limit) {
 
 /* Batches one training epoch takes: the loader's, cut by limit_train_batches. */
 static int64_t train_batches(const lt_trainer *t) {
-    return limit_batches(lt_loader_num_batches(t->train_loader), t->limit_train);
+    return limit_batches(lt_loader_num_batches(t->train_loader), t->opt.loop.limit_train);
 }
 
 /* Starts a step on a batch: inputs copied into the step's device arena. */
@@ -120,7 +120,7 @@ static lt_status optimizer_step(lt_trainer *t) {
     if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "unscale_and_check", st);
     lt_model *m = r->model;
     if (finite) {
-        if (r->clip_val > 0) lt_clip_grad_norm(m->grads_flat, m->total, m->dtype, r->clip_val, m->k, m->kctx);
+        if (t->opt.loop.clip_val > 0) lt_clip_grad_norm(m->grads_flat, m->total, m->dtype, t->opt.loop.clip_val, m->k, m->kctx);
         lt_optim_step(&r->optim, m->params_flat, m->grads_flat, m->k, m->kctx, r->epoch);
     }
     st = LT_PREC(r)->update(&r->precision.ctx, !finite);
@@ -136,7 +136,7 @@ static lt_status optimizer_step(lt_trainer *t) {
 }
 
 static bool reached_max_steps(const lt_trainer *t) {
-    return t->max_steps >= 0 && t->run.global_step >= t->max_steps;
+    return t->opt.loop.max_steps >= 0 && t->run.global_step >= t->opt.loop.max_steps;
 }
 
 static lt_status call_epoch_hook(lt_run *r, lt_status (*hook)(lt_ctx *, int64_t), const char *name) {
@@ -167,7 +167,7 @@ static lt_status train_epoch(lt_trainer *t, int64_t *samples) {
         r->batch_in_epoch = i + 1;
         if (!r->sync_grads) continue;
         LT_CHECK(optimizer_step(t));
-        if (r->global_step % t->log_every == 0) lt_metrics_step_rows(&r->metrics, r->global_step, r->epoch);
+        if (r->global_step % t->opt.loop.log_every == 0) lt_metrics_step_rows(&r->metrics, r->global_step, r->epoch);
         lt_progress_update(t, i + 1, nb, loss, false);
         if (reached_max_steps(t)) break;
     }
@@ -183,7 +183,7 @@ lt_status lt_trainer_eval_loop(lt_trainer *t, int stage, lt_loader *l, double li
     const char *what = stage == LT_STAGE_TEST ? "test_step" : "validation_step";
     if (!hook || !l) return LT_OK;
     int64_t nb = limit_batches(lt_loader_num_batches(l), limit);
-    if (sanity && nb > t->num_sanity_val) nb = t->num_sanity_val;
+    if (sanity && nb > t->opt.loop.num_sanity_val) nb = t->opt.loop.num_sanity_val;
     LT_CHECK(lt_loader_start_epoch(l, 0));
     if (!sanity) lt_metrics_begin(&r->metrics, stage);
     r->drop_metrics = sanity;
@@ -212,27 +212,27 @@ lt_status lt_trainer_eval_loop(lt_trainer *t, int stage, lt_loader *l, double li
  * resumed from last must not let a worse epoch replace best). */
 static lt_status epoch_checkpoints(lt_trainer *t) {
     lt_run *r = &t->run;
-    if (!t->checkpointing || r->world.global_rank != 0) return LT_OK;
+    if (!t->opt.ckpt.enabled || r->world.global_rank != 0) return LT_OK;
     bool better = false;
-    if (t->monitor[0] && t->save_top_k != 0) {
-        const lt_metric *m = lt_metrics_find(&r->metrics, t->monitor);
+    if (t->opt.ckpt.monitor[0] && t->opt.ckpt.save_top_k != 0) {
+        const lt_metric *m = lt_metrics_find(&r->metrics, t->opt.ckpt.monitor);
         if (!m || !m->has_epoch)
             return lt_run_fail(r, LT_ERR_NOT_FOUND, "checkpoint.monitor = '%s' was never logged as an epoch metric; log it with LT_LOG_ON_EPOCH or fix the name",
-                               t->monitor);
+                               t->opt.ckpt.monitor);
         double v = m->epoch_value;
-        better = !t->has_best || (t->monitor_max ? v > t->best_score : v < t->best_score);
+        better = !t->has_best || (t->opt.ckpt.monitor_max ? v > t->best_score : v < t->best_score);
         if (better) {
             t->best_score = v;
             t->has_best = true;
         }
     }
     char path[1200];
-    if (t->save_last) {
-        snprintf(path, sizeof path, "%s/last.safetensors", t->ckpt_dir);
+    if (t->opt.ckpt.save_last) {
+        snprintf(path, sizeof path, "%s/last.safetensors", t->opt.ckpt.dir);
         LT_CHECK(lt_checkpoint_save(t, path));
     }
     if (!better) return LT_OK;
-    snprintf(path, sizeof path, "%s/best.safetensors", t->ckpt_dir);
+    snprintf(path, sizeof path, "%s/best.safetensors", t->opt.ckpt.dir);
     return lt_checkpoint_save(t, path);
 }
 
@@ -246,8 +246,8 @@ static lt_status run_fit(lt_trainer *t) {
         return lt_run_fail(r, LT_ERR_INVALID,
                            "training has no batches: %lld in the data at data.batch_size %lld, "
                            "trainer.limit_train_batches = %g; lower the batch size or raise the limit",
-                           (long long)lt_loader_num_batches(t->train_loader), (long long)t->batch_size,
-                           t->limit_train);
+                           (long long)lt_loader_num_batches(t->train_loader), (long long)t->opt.data.batch_size,
+                           t->opt.loop.limit_train);
     if (r->batch_in_epoch > nb)
         return lt_run_fail(r, LT_ERR_MISMATCH,
                            "--ckpt-path %s stopped after batch %lld of its epoch, but this run has %lld "
@@ -255,34 +255,34 @@ static lt_status run_fit(lt_trainer *t) {
                            "trainer.limit_train_batches", t->ckpt_path, (long long)r->batch_in_epoch,
                            (long long)nb);
     /* A checkpoint directory that cannot be made fails now, not after an epoch. */
-    if (t->checkpointing && r->world.global_rank == 0)
-        LT_CHECK(lt_mkdirs(r, t->ckpt_dir, "checkpoint.dirpath (or trainer.default_root_dir)"));
+    if (t->opt.ckpt.enabled && r->world.global_rank == 0)
+        LT_CHECK(lt_mkdirs(r, t->opt.ckpt.dir, "checkpoint.dirpath (or trainer.default_root_dir)"));
     /* The last, partial accumulation window of an epoch steps too. */
     r->optim.steps_per_epoch = (nb + r->accumulate - 1) / r->accumulate;
-    r->optim.total_steps = t->max_steps >= 0 ? t->max_steps : r->optim.steps_per_epoch * t->max_epochs;
+    r->optim.total_steps = t->opt.loop.max_steps >= 0 ? t->opt.loop.max_steps : r->optim.steps_per_epoch * t->opt.loop.max_epochs;
     if (r->status_slot) r->status_slot->phase = LT_PHASE_TRAIN;
     lt_status st = LT_STRAT(r)->on_train_start(&r->strategy.ctx, r);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "on_train_start", st);
-    if (t->num_sanity_val > 0 && r->global_step == 0)
-        LT_CHECK(lt_trainer_eval_loop(t, LT_STAGE_VALIDATE, t->val_loader, t->limit_val, true));
-    for (; r->epoch < t->max_epochs; r->epoch++) {
-        if (reached_max_steps(t) && r->epoch >= t->min_epochs) break;
+    if (t->opt.loop.num_sanity_val > 0 && r->global_step == 0)
+        LT_CHECK(lt_trainer_eval_loop(t, LT_STAGE_VALIDATE, t->val_loader, t->opt.loop.limit_val, true));
+    for (; r->epoch < t->opt.loop.max_epochs; r->epoch++) {
+        if (reached_max_steps(t) && r->epoch >= t->opt.loop.min_epochs) break;
         double t0 = lt_now();
         int64_t samples = 0;
         LT_CHECK(train_epoch(t, &samples));
         double secs = lt_now() - t0;
         bool stopping = reached_max_steps(t) && r->batch_in_epoch < nb;
-        if (!stopping && t->check_val_every > 0 && (r->epoch + 1) % t->check_val_every == 0)
-            LT_CHECK(lt_trainer_eval_loop(t, LT_STAGE_VALIDATE, t->val_loader, t->limit_val, false));
+        if (!stopping && t->opt.loop.check_val_every > 0 && (r->epoch + 1) % t->opt.loop.check_val_every == 0)
+            LT_CHECK(lt_trainer_eval_loop(t, LT_STAGE_VALIDATE, t->val_loader, t->opt.loop.limit_val, false));
         lt_progress_end_epoch(t, secs, samples);
         if (stopping) break; /* mid-epoch: the last checkpoint keeps batch_in_epoch */
         r->batch_in_epoch = 0;
         LT_CHECK(epoch_checkpoints(t));
         LT_CHECK(lt_logdir_flush(t));
     }
-    if (t->checkpointing && r->world.global_rank == 0 && t->save_last && r->batch_in_epoch > 0) {
+    if (t->opt.ckpt.enabled && r->world.global_rank == 0 && t->opt.ckpt.save_last && r->batch_in_epoch > 0) {
         char path[1200];
-        snprintf(path, sizeof path, "%s/last.safetensors", t->ckpt_dir);
+        snprintf(path, sizeof path, "%s/last.safetensors", t->opt.ckpt.dir);
         LT_CHECK(lt_checkpoint_save(t, path));
     }
     LT_CHECK(lt_logdir_flush(t));
@@ -321,7 +321,7 @@ static lt_status run_eval(lt_trainer *t, int stage) {
         return lt_run_fail(r, LT_ERR_UNSUPPORTED, "model '%s' has no %s", r->module.ctx.name, what);
     if (!l) return lt_run_fail(r, LT_ERR_NOT_FOUND, "no %s data: the module's setup_data gave none", stage == LT_STAGE_TEST ? "test" : "validation");
     if (t->ckpt_path[0] && !t->fit_done) LT_CHECK(lt_checkpoint_load(t, t->ckpt_path));
-    LT_CHECK(lt_trainer_eval_loop(t, stage, l, stage == LT_STAGE_TEST ? t->limit_test : t->limit_val, false));
+    LT_CHECK(lt_trainer_eval_loop(t, stage, l, stage == LT_STAGE_TEST ? t->opt.loop.limit_test : t->opt.loop.limit_val, false));
     if (r->world.global_rank == 0) {
         printf("lt: %s results:", stage == LT_STAGE_TEST ? "test" : "validation");
         for (int i = 0; i < r->metrics.n; i++)

@@ -18,28 +18,20 @@ struct lt_trainer {
     lt_dataset train_ds, val_ds, test_ds;
     lt_dataset train_base;   /* owner of the train/val views */
     lt_loader *train_loader, *val_loader, *test_loader;
-    int64_t batch_size, val_batch_size;
-    int64_t max_epochs, max_steps, min_epochs;
-    double limit_train, limit_val, limit_test; /* <= 1: fraction; > 1: batches */
-    int64_t check_val_every, log_every, num_sanity_val;
-    bool progress_bar, checkpointing;
-    char root_dir[1024];
+    lt_options opt;          /* resolved from the config in lt_trainer_new */
+    lt_launch_info launch_info; /* the same, for ltrun and ddp_spawn */
+    char *config_text;       /* the resolved config as config.txt shows it */
+    const lt_plugin_header *spawn_eval; /* ddp_spawn: single_device, for the parent's evaluation */
     char log_dir[1024];      /* <root>/lt_logs/version_N, rank 0 */
-    char ckpt_dir[1024];
     char ckpt_path[1024];    /* resume from here (--ckpt-path) */
-    char monitor[64];
-    bool monitor_max;
     double best_score;
     bool has_best;
-    bool save_last;
-    int64_t save_top_k;
     double sample_rate;      /* last epoch's samples/s */
 };
 
 /* trainer_worker.c */
 lt_status lt_trainer_setup_worker(lt_trainer *t);
 lt_status lt_trainer_open_data(lt_trainer *t);
-lt_status lt_trainer_read_loop_config(lt_trainer *t);
 /* trainer_spawn.c: ddp_spawn's fit in the launching process. */
 lt_status lt_trainer_fit_spawn(lt_trainer *t);
 /* trainer_fit.c */

@@ -290,6 +290,69 @@ static void make_summary(lt_trainer *t) {
         snprintf(t->summary + n, sizeof t->summary - n, ", model %s", r->module.ctx.name);
 }
 
+/* What ltrun and ddp_spawn need to start workers, read with the rest of the
+ * options in lt_trainer_new. */
+static void read_launch_info(lt_trainer *t) {
+    const lt_run *r = &t->run;
+    lt_launch_info *out = &t->launch_info;
+    memset(out, 0, sizeof *out);
+    out->nproc_per_node = r->devices.count;
+    out->num_nodes = t->opt.loop.num_nodes;
+    int64_t v = 0;
+    lt_config_int(r->config, "launcher", "node_rank", &v, NULL, 0);
+    out->node_rank = (int)v;
+    v = 0;
+    lt_config_int(r->config, "launcher", "master_port", &v, NULL, 0);
+    out->master_port = (int)v;
+    v = 0;
+    lt_config_int(r->config, "launcher", "max_restarts", &v, NULL, 0);
+    out->max_restarts = (int)v;
+    out->rdzv_timeout_s = (int)t->opt.dist.rdzv_timeout_s;
+    snprintf(out->master_addr, sizeof out->master_addr, "%s", cfg(r, "launcher", "master_addr"));
+    snprintf(out->seed, sizeof out->seed, "%s", t->opt.loop.seed);
+    out->bind_cores = true;
+    lt_config_bool(r->config, "launcher", "bind_cores", &out->bind_cores, NULL, 0);
+    snprintf(out->ckpt_dir, sizeof out->ckpt_dir, "%s", t->opt.ckpt.dir);
+}
+
+/* ddp_spawn's workers share the cores unless the user chose a thread count;
+ * the launching process evaluates with the same count afterwards. */
+static void share_cores_for_spawn(lt_run *r) {
+    if (r->launch != LT_LAUNCH_SPAWN || r->devices.count < 1) return;
+    if (!lt_config_value(r->config, "accelerator", "num_threads")) return;
+    if (lt_config_source_of(r->config, "accelerator", "num_threads") != LT_SRC_DEFAULT) return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long each = cores / r->devices.count > 1 ? cores / r->devices.count : 1;
+    char v[24];
+    snprintf(v, sizeof v, "%ld", each);
+    lt_config_set(r->config, "accelerator", "num_threads", v, LT_SRC_ENV, "ddp_spawn: cores / workers", NULL, 0);
+}
+
+/* The config, once, into typed settings (trainer/options.h), the launch
+ * info and the text of config.txt: fit reads fields, never keys. */
+static lt_status resolve_options(lt_trainer *t) {
+    lt_run *r = &t->run;
+    char err[1024];
+    lt_status st = lt_options_read(r->config, &t->opt, err, sizeof err);
+    if (st != LT_OK) return lt_run_fail(r, st, "%s", err);
+    r->accumulate = t->opt.loop.accumulate;
+    r->dist = t->opt.dist;
+    r->num_nodes = t->opt.loop.num_nodes;
+    read_launch_info(t);
+    share_cores_for_spawn(r);
+    if (r->launch == LT_LAUNCH_SPAWN) {
+        /* After its workers, ddp_spawn's launching process evaluates alone. */
+        st = lt_registry_load(r->registry, LT_KIND_STRATEGY, "single_device", &t->spawn_eval, err, sizeof err);
+        if (st != LT_OK) return lt_run_fail(r, st, "strategy ddp_spawn needs single_device to evaluate in the launching process: %s", err);
+    }
+    size_t len = 0;
+    FILE *f = open_memstream(&t->config_text, &len);
+    if (!f) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
+    lt_config_print(r->config, f);
+    fclose(f);
+    return LT_OK;
+}
+
 static lt_status resolve(lt_trainer *t, const lt_trainer_args *a) {
     lt_run *r = &t->run;
     lt_run_register_defaults();
@@ -320,7 +383,7 @@ static lt_status resolve(lt_trainer *t, const lt_trainer_args *a) {
     lt_status st = lt_config_validate(r->config, err, sizeof err);
     if (st != LT_OK) return lt_run_fail(r, st, "%s", err);
     make_summary(t);
-    return LT_OK;
+    return resolve_options(t);
 }
 
 /* The oldest lt_trainer_args: every field up to nplugin_dirs. */
@@ -359,35 +422,12 @@ void lt_trainer_print_config(const lt_trainer *t, void *file) {
 
 lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out) {
     const lt_run *r = &t->run;
-    memset(out, 0, sizeof *out);
+    *out = t->launch_info;
     bool external = false;
     lt_ctx c = r->env.ctx;
     lt_status st = LT_ENV(r)->creates_processes_externally(&c, &external);
     if (st != LT_OK) return st;
     out->launch = r->launch == LT_LAUNCH_SUBPROCESS && !external;
-    out->nproc_per_node = r->devices.count;
-    int64_t v = 1;
-    lt_config_int(r->config, "trainer", "num_nodes", &v, NULL, 0);
-    out->num_nodes = (int)v;
-    v = 0;
-    lt_config_int(r->config, "launcher", "node_rank", &v, NULL, 0);
-    out->node_rank = (int)v;
-    v = 0;
-    lt_config_int(r->config, "launcher", "master_port", &v, NULL, 0);
-    out->master_port = (int)v;
-    v = 0;
-    lt_config_int(r->config, "launcher", "max_restarts", &v, NULL, 0);
-    out->max_restarts = (int)v;
-    v = 300;
-    lt_config_int(r->config, "launcher", "rdzv_timeout_s", &v, NULL, 0);
-    out->rdzv_timeout_s = (int)v;
-    snprintf(out->master_addr, sizeof out->master_addr, "%s", cfg(r, "launcher", "master_addr"));
-    snprintf(out->seed, sizeof out->seed, "%s", cfg(r, "trainer", "seed"));
-    out->bind_cores = true;
-    lt_config_bool(r->config, "launcher", "bind_cores", &out->bind_cores, NULL, 0);
-    const char *dirpath = cfg(r, "checkpoint", "dirpath");
-    if (*dirpath) snprintf(out->ckpt_dir, sizeof out->ckpt_dir, "%s", dirpath);
-    else snprintf(out->ckpt_dir, sizeof out->ckpt_dir, "%.900s/checkpoints", cfg(r, "trainer", "default_root_dir"));
     /* num_nodes >= 1, the port and the other ranges were checked by
      * lt_config_validate; what is left involves two keys, and matters only
      * when lt starts the processes: under srun, mpirun or torchrun the

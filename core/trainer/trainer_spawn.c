@@ -49,16 +49,6 @@ static void setenv_int(const char *k, long v) {
     setenv(k, b, 1);
 }
 
-/* Shares the cores among the workers unless the user chose a thread count. */
-static void share_cores(lt_run *r, int nproc) {
-    if (!lt_config_value(r->config, "accelerator", "num_threads")) return;
-    if (lt_config_source_of(r->config, "accelerator", "num_threads") != LT_SRC_DEFAULT) return;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    char v[24];
-    snprintf(v, sizeof v, "%ld", cores / nproc > 1 ? cores / nproc : 1);
-    lt_config_set(r->config, "accelerator", "num_threads", v, LT_SRC_ENV, "ddp_spawn: cores / workers", NULL, 0);
-}
-
 /* In the forked worker: train, report, and end the forked process (the
  * process the library created; the caller's process is never exited). */
 static void child_main(lt_trainer *t, int rank, int fd) {
@@ -150,10 +140,8 @@ static lt_status read_result(lt_trainer *t, int fd, result_header *h) {
  * single-device model of its own, for validate/test or lt_trainer_params. */
 static lt_status adopt_results(lt_trainer *t) {
     lt_run *r = &t->run;
-    char err[1024];
-    const lt_plugin_header *d;
-    lt_status st = lt_registry_load(r->registry, LT_KIND_STRATEGY, "single_device", &d, err, sizeof err);
-    if (st != LT_OK) return lt_run_fail(r, st, "ddp_spawn: evaluating in the launching process: %s", err);
+    const lt_plugin_header *d = t->spawn_eval; /* loaded by lt_trainer_new */
+    lt_status st;
     lt_ctx_init(&r->strategy.ctx, LT_KIND_STRATEGY, d->name, d, r->config);
     r->strategy.ctx.owner = r;
     r->strategy.desc = d;
@@ -212,10 +200,9 @@ lt_status lt_trainer_fit_spawn(lt_trainer *t) {
     if (info.num_nodes != 1)
         return lt_run_fail(r, LT_ERR_UNSUPPORTED, "ddp_spawn runs on one node (num_nodes = %d); use strategy ddp with --num-nodes", info.num_nodes);
     int n = info.nproc_per_node;
-    LT_CHECK(lt_trainer_read_loop_config(t));
     LT_CHECK(lt_trainer_open_data(t));
-    const char *seed = lt_config_value(r->config, "trainer", "seed");
-    if (seed && *seed) setenv("LT_GLOBAL_SEED", seed, 1);
+    const char *seed = t->opt.loop.seed;
+    if (*seed) setenv("LT_GLOBAL_SEED", seed, 1);
     else if (!getenv("LT_GLOBAL_SEED")) setenv_int("LT_GLOBAL_SEED", (long)(time(NULL) ^ getpid()) & 0x7fffffff);
     char err[512];
     lt_store_server *srv;
@@ -228,7 +215,6 @@ lt_status lt_trainer_fit_spawn(lt_trainer *t) {
     setenv_int("LOCAL_WORLD_SIZE", n);
     setenv("NODE_RANK", "0", 1);
     setenv("LT_STORE_HOSTED", "1", 1);
-    share_cores(r, n);
     pid_t pids[LT_MAX_DEVICES] = {0};
     int fds[LT_MAX_DEVICES];
     for (int i = 0; i < n; i++) fds[i] = -1;

@@ -12,29 +12,6 @@
 #include <unistd.h>
 #include "trainer_internal.h"
 
-static const char *cfg(const lt_run *r, const char *sec, const char *key) {
-    const char *v = lt_config_value(r->config, sec, key);
-    return v ? v : "";
-}
-
-static int64_t cfg_int(const lt_run *r, const char *sec, const char *key) {
-    int64_t v = 0;
-    lt_config_int(r->config, sec, key, &v, NULL, 0);
-    return v;
-}
-
-static double cfg_float(const lt_run *r, const char *sec, const char *key) {
-    double v = 0;
-    lt_config_float(r->config, sec, key, &v, NULL, 0);
-    return v;
-}
-
-static bool cfg_bool(const lt_run *r, const char *sec, const char *key) {
-    bool v = false;
-    lt_config_bool(r->config, sec, key, &v, NULL, 0);
-    return v;
-}
-
 #define ENV_CALL(r, hook, out)                                                          \
     do {                                                                                \
         lt_status s_ = LT_ENV(r)->hook(&(r)->env.ctx, out);                             \
@@ -45,7 +22,7 @@ lt_status lt_run_read_world(lt_run *r) {
     lt_world *w = &r->world;
     memset(w, 0, sizeof *w);
     int v;
-    w->num_nodes = (int32_t)cfg_int(r, "trainer", "num_nodes");
+    w->num_nodes = r->num_nodes;
     w->num_devices = 1;
     bool external = false;
     ENV_CALL(r, creates_processes_externally, &external);
@@ -91,12 +68,12 @@ static bool parse_seed(const char *v, uint64_t *out) {
  * checkpoint's, so it shuffles and drops out as the original did. */
 static lt_status choose_seed(lt_trainer *t, uint64_t *out) {
     lt_run *r = &t->run;
-    const char *s = cfg(r, "trainer", "seed");
+    const char *s = t->opt.loop.seed;
     uint64_t seed = 0;
     bool have = *s != 0;
     if (have && !parse_seed(s, &seed))
         return lt_run_fail(r, LT_ERR_INVALID, "trainer.seed = '%s' (%s): use an integer >= 0, or leave it empty for a random seed",
-                           s, lt_config_origin(r->config, "trainer", "seed"));
+                           s, t->opt.loop.seed_origin);
     if (t->ckpt_path[0]) {
         char err[1024];
         uint64_t ck;
@@ -172,27 +149,7 @@ static void grad_ready_cb(void *user, size_t offset, size_t count) {
 static lt_status setup_optimizer(lt_trainer *t) {
     lt_run *r = &t->run;
     lt_optim_config *o = &r->optim_cfg;
-    memset(o, 0, sizeof *o);
-    o->struct_size = sizeof *o;
-    snprintf(o->name, sizeof o->name, "%s", cfg(r, "optimizer", "name"));
-    o->lr = cfg_float(r, "optimizer", "lr");
-    o->momentum = cfg_float(r, "optimizer", "momentum");
-    o->dampening = cfg_float(r, "optimizer", "dampening");
-    o->nesterov = cfg_bool(r, "optimizer", "nesterov");
-    o->weight_decay = cfg_float(r, "optimizer", "weight_decay");
-    o->beta1 = cfg_float(r, "optimizer", "beta1");
-    o->beta2 = cfg_float(r, "optimizer", "beta2");
-    o->eps = cfg_float(r, "optimizer", "eps");
-    snprintf(o->scheduler, sizeof o->scheduler, "%s", cfg(r, "scheduler", "name"));
-    o->step_size = cfg_int(r, "scheduler", "step_size");
-    o->gamma = cfg_float(r, "scheduler", "gamma");
-    o->warmup_steps = cfg_int(r, "scheduler", "warmup_steps");
-    o->min_lr = cfg_float(r, "scheduler", "min_lr");
-    const char *interval = cfg(r, "scheduler", "interval");
-    if (strcasecmp(interval, "epoch") && strcasecmp(interval, "step"))
-        return lt_run_fail(r, LT_ERR_INVALID, "scheduler.interval = '%s' (%s): use epoch or step", interval,
-                           lt_config_origin(r->config, "scheduler", "interval"));
-    o->interval_steps = !strcasecmp(interval, "step");
+    *o = t->opt.optim.cfg;
     if (LT_MOD(r)->configure_optimizers) {
         lt_status st = LT_MOD(r)->configure_optimizers(&r->module.ctx, o);
         if (st != LT_OK) return lt_run_hook_failed(r, &r->module, "configure_optimizers", st);
@@ -204,18 +161,16 @@ static lt_status setup_optimizer(lt_trainer *t) {
     int mult = r->world.world_size;
     lt_status st = LT_STRAT(r)->batch_multiplier(&r->strategy.ctx, r, &mult);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "batch_multiplier", st);
-    int64_t eff = t->batch_size * mult * r->accumulate;
-    const char *rule = cfg(r, "optimizer", "lr_scaling");
-    int64_t ref = cfg_int(r, "optimizer", "reference_batch_size");
-    if (ref <= 0) ref = t->batch_size;
+    int64_t batch = t->opt.data.batch_size;
+    int64_t eff = batch * mult * r->accumulate;
+    const char *rule = t->opt.optim.lr_scaling; /* none, linear or sqrt: checked by lt_options_read */
+    int64_t ref = t->opt.optim.reference_batch > 0 ? t->opt.optim.reference_batch : batch;
     double base = o->lr;
     if (!strcasecmp(rule, "linear")) o->lr = base * (double)eff / (double)ref;
     else if (!strcasecmp(rule, "sqrt")) o->lr = base * sqrt((double)eff / (double)ref);
-    else if (strcasecmp(rule, "none"))
-        return lt_run_fail(r, LT_ERR_INVALID, "optimizer.lr_scaling = '%s': use none, linear or sqrt", rule);
     if (r->world.global_rank == 0 && !t->quiet)
         printf("lt: effective batch size %lld = %lld per process x %d (%s) x %lld accumulation; lr %g (lr_scaling %s, reference batch %lld, base lr %g)\n",
-               (long long)eff, (long long)t->batch_size, mult, r->strategy.ctx.name, (long long)r->accumulate,
+               (long long)eff, (long long)batch, mult, r->strategy.ctx.name, (long long)r->accumulate,
                o->lr, rule, (long long)ref, base);
     return lt_optim_init(&r->optim, o, r->model->total, r->model->dtype, LT_ACC(r), &r->accel.ctx, r->model->k);
 }
@@ -239,11 +194,9 @@ static lt_status make_loader(lt_trainer *t, const lt_dataset *ds, int64_t batch,
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "sampler_shard", st);
     lt_loader_opts o = {
         .struct_size = sizeof o, .batch_size = batch, .num_shards = shards, .shard = shard,
-        .shuffle = train && cfg_bool(r, "data", "shuffle"), .seed = r->seed, .pad = train,
-        .drop_last = train && cfg_bool(r, "data", "drop_last"),
-        .prefetch = (int)cfg_int(r, "data", "prefetch"),
+        .shuffle = train && t->opt.data.shuffle, .seed = r->seed, .pad = train,
+        .drop_last = train && t->opt.data.drop_last, .prefetch = t->opt.data.prefetch,
         .alloc_host = host_alloc, .free_host = host_free, .alloc_user = r};
-    if (o.prefetch < 2) o.prefetch = 2;
     char err[1024];
     st = lt_loader_new(ds, &o, out, err, sizeof err);
     if (st != LT_OK) return lt_run_fail(r, st, "data loader: %s", err);
@@ -261,8 +214,9 @@ lt_status lt_trainer_open_data(lt_trainer *t) {
         if (st != LT_OK) return lt_run_hook_failed(r, &r->module, "setup_data", st);
     }
     char err[1024], img[1200], lab[1200];
-    const char *dir = cfg(r, "data", "dir");
-    double mean = cfg_float(r, "data", "normalize_mean"), std = cfg_float(r, "data", "normalize_std");
+    const lt_data_options *d = &t->opt.data;
+    const char *dir = d->dir;
+    double mean = d->mean, std = d->std;
     if (train.iface) {
         t->train_ds = train;
         t->val_ds = val;
@@ -276,9 +230,9 @@ lt_status lt_trainer_open_data(lt_trainer *t) {
     snprintf(img, sizeof img, "%s/train-images-idx3-ubyte.gz", dir);
     snprintf(lab, sizeof lab, "%s/train-labels-idx1-ubyte.gz", dir);
     lt_status st = lt_idx_dataset_open(img, lab, mean, std, &t->train_base, err, sizeof err);
-    if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s (%s): %s", dir, lt_config_origin(r->config, "data", "dir"), err);
+    if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s (%s): %s", dir, d->dir_origin, err);
     int64_t n = t->train_base.iface->length(t->train_base.self);
-    int64_t nval = cfg_int(r, "data", "val_split");
+    int64_t nval = d->val_split;
     if (nval < 0 || nval >= n)
         return lt_run_fail(r, LT_ERR_INVALID, "data.val_split = %lld must be in [0, %lld) (the training set has %lld samples)",
                            (long long)nval, (long long)n, (long long)n);
@@ -294,72 +248,16 @@ lt_status lt_trainer_open_data(lt_trainer *t) {
 
 static lt_status setup_data(lt_trainer *t) {
     LT_CHECK(lt_trainer_open_data(t));
-    LT_CHECK(make_loader(t, &t->train_ds, t->batch_size, true, &t->train_loader));
-    if (t->val_ds.iface) LT_CHECK(make_loader(t, &t->val_ds, t->val_batch_size, false, &t->val_loader));
-    if (t->test_ds.iface) LT_CHECK(make_loader(t, &t->test_ds, t->val_batch_size, false, &t->test_loader));
-    return LT_OK;
-}
-
-static lt_status parse_limit(lt_run *r, const char *key, double *out) {
-    const char *v = cfg(r, "trainer", key);
-    char *end;
-    double x = strtod(v, &end);
-    if (*end || !(x >= 0))
-        return lt_run_fail(r, LT_ERR_INVALID, "trainer.%s = '%s' (%s): use a fraction in [0, 1] or a number of batches",
-                           key, v, lt_config_origin(r->config, "trainer", key));
-    *out = x;
-    return LT_OK;
-}
-
-lt_status lt_trainer_read_loop_config(lt_trainer *t) {
-    lt_run *r = &t->run;
-    t->batch_size = cfg_int(r, "data", "batch_size");
-    t->val_batch_size = cfg_int(r, "data", "val_batch_size");
-    if (t->batch_size < 1) return lt_run_fail(r, LT_ERR_INVALID, "data.batch_size = %lld must be >= 1", (long long)t->batch_size);
-    if (t->val_batch_size <= 0) t->val_batch_size = t->batch_size;
-    t->max_epochs = cfg_int(r, "trainer", "max_epochs");
-    t->max_steps = cfg_int(r, "trainer", "max_steps");
-    /* Lightning: -1 means no limit; anything below is a mistake, not "zero epochs". */
-    if (t->max_epochs < -1 || t->max_steps < -1)
-        return lt_run_fail(r, LT_ERR_INVALID, "trainer.max_epochs = %lld, trainer.max_steps = %lld: use -1 for no limit or a count >= 0",
-                           (long long)t->max_epochs, (long long)t->max_steps);
-    if (t->max_epochs == -1 && t->max_steps == -1)
-        return lt_run_fail(r, LT_ERR_INVALID, "trainer.max_epochs and trainer.max_steps are both -1: training would never end; set one of them");
-    if (t->max_epochs == -1) t->max_epochs = INT64_MAX;
-    t->min_epochs = cfg_int(r, "trainer", "min_epochs");
-    r->accumulate = cfg_int(r, "trainer", "accumulate_grad_batches");
-    if (r->accumulate < 1) return lt_run_fail(r, LT_ERR_INVALID, "trainer.accumulate_grad_batches = %lld must be >= 1", (long long)r->accumulate);
-    r->clip_val = cfg_float(r, "trainer", "gradient_clip_val");
-    if (!(r->clip_val >= 0)) return lt_run_fail(r, LT_ERR_INVALID, "trainer.gradient_clip_val = %g must be >= 0 (0: no clipping)", r->clip_val);
-    if (r->clip_val > 0 && strcasecmp(cfg(r, "trainer", "gradient_clip_algorithm"), "norm"))
-        return lt_run_fail(r, LT_ERR_UNSUPPORTED, "trainer.gradient_clip_algorithm = '%s': only norm is supported",
-                           cfg(r, "trainer", "gradient_clip_algorithm"));
-    LT_CHECK(parse_limit(r, "limit_train_batches", &t->limit_train));
-    LT_CHECK(parse_limit(r, "limit_val_batches", &t->limit_val));
-    LT_CHECK(parse_limit(r, "limit_test_batches", &t->limit_test));
-    t->check_val_every = cfg_int(r, "trainer", "check_val_every_n_epoch");
-    t->log_every = cfg_int(r, "trainer", "log_every_n_steps");
-    if (t->log_every < 1) t->log_every = 1;
-    t->num_sanity_val = cfg_int(r, "trainer", "num_sanity_val_steps");
-    t->progress_bar = cfg_bool(r, "trainer", "enable_progress_bar");
-    t->checkpointing = cfg_bool(r, "trainer", "enable_checkpointing");
-    snprintf(t->root_dir, sizeof t->root_dir, "%s", cfg(r, "trainer", "default_root_dir"));
-    snprintf(t->monitor, sizeof t->monitor, "%s", cfg(r, "checkpoint", "monitor"));
-    t->monitor_max = !strcasecmp(cfg(r, "checkpoint", "mode"), "max");
-    if (!t->monitor_max && strcasecmp(cfg(r, "checkpoint", "mode"), "min"))
-        return lt_run_fail(r, LT_ERR_INVALID, "checkpoint.mode = '%s': use min or max", cfg(r, "checkpoint", "mode"));
-    t->save_last = cfg_bool(r, "checkpoint", "save_last");
-    t->save_top_k = cfg_int(r, "checkpoint", "save_top_k");
-    const char *dirpath = cfg(r, "checkpoint", "dirpath");
-    if (*dirpath) snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s", dirpath);
-    else snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%.900s/checkpoints", t->root_dir);
+    const lt_data_options *d = &t->opt.data;
+    LT_CHECK(make_loader(t, &t->train_ds, d->batch_size, true, &t->train_loader));
+    if (t->val_ds.iface) LT_CHECK(make_loader(t, &t->val_ds, d->val_batch_size, false, &t->val_loader));
+    if (t->test_ds.iface) LT_CHECK(make_loader(t, &t->test_ds, d->val_batch_size, false, &t->test_loader));
     return LT_OK;
 }
 
 lt_status lt_trainer_setup_worker(lt_trainer *t) {
     if (t->worker_ready) return LT_OK;
     lt_run *r = &t->run;
-    LT_CHECK(lt_trainer_read_loop_config(t));
     LT_CHECK(lt_run_read_world(r));
     r->status_slot = lt_status_slot_attach();
     if (r->status_slot) r->status_slot->phase = LT_PHASE_SETUP;
