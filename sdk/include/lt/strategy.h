@@ -81,7 +81,9 @@ typedef struct lt_strategy_desc {
     lt_status (*training_step)(lt_ctx *ctx, lt_run *run, lt_step *step, lt_tensor **loss);
 
     /* Required. Backward is about to run. `sync` is false on accumulation
-     * micro-batches (no_sync): then no communication may happen. */
+     * micro-batches (no_sync): then no communication may happen. ddp's
+     * (re)reads the published buckets here; a replacement that keeps ddp's
+     * on_grad_ready and before_optimizer_step must call the original. */
     lt_status (*on_backward_start)(lt_ctx *ctx, lt_run *run, bool sync);
     /* Required. During backward, training thread: gradients of flat elements
      * [offset, offset + count) are final for this micro-batch. Ranges arrive
