@@ -1,4 +1,4 @@
-/* Worker setup, in DESIGN.md's order: environment → accelerator → strategy
+/* Worker setup (docs/architecture.md "Worker setup"): environment → accelerator → strategy
  * setup_environment → init_dist_connection → module init into flat buffers →
  * precision setup → configure_ddp → optimizer → data. */
 #include <errno.h>

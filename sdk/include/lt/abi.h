@@ -1,7 +1,7 @@
 /* lt plugin ABI: the common header every plugin descriptor starts with, the
  * status codes, and the one exported entry point.
  *
- * Rules (see DESIGN.md "The ABI"):
+ * Rules (see docs/architecture.md "The ABI"):
  *  - abi_major must equal the core's; abi_minor may be lower (older plugins are
  *    adapted: a hook added in a later minor is read only where LT_HAS says the
  *    plugin's struct is big enough to hold it).
