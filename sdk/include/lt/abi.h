@@ -23,7 +23,8 @@ extern "C" {
 #define LT_PLUGIN_MAGIC 0x3170544Cu /* "LTp1" little-endian */
 #define LT_ABI_MAJOR 1
 #define LT_ABI_MINOR 2
-/* 1.1: lt_kernels gained the convolution and pooling kernels.
+/* 1.1: lt_kernels gained the convolution and pooling kernels, accelerators
+ *      the optional memory_is_host hook, lt_pg_options the main address.
  * 1.2: liblt gained keyed plugin state, lt_ctx_original, and the parameter
  *      and bucket views (lt_run_params, lt_run_buckets); no struct changed. */
 

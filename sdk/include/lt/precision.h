@@ -1,8 +1,10 @@
 /* Precision: the dtypes of parameters, compute, gradients and communication,
  * and loss scaling (32-true, 64-true, 16-mixed, bf16-mixed ...).
  *
- * Hooks run on the training thread. Per optimizer step the trainer calls
- * scale_loss before backward, unscale_and_check after the strategy's
+ * Hooks run on the training thread. The trainer calls scale_loss before
+ * every micro-batch's backward (several per optimizer step with
+ * accumulate_grad_batches > 1; the scale must not change between them), and
+ * once per optimizer step unscale_and_check after the strategy's
  * before_optimizer_step, then update with whether the step was skipped. */
 #ifndef LT_PRECISION_H
 #define LT_PRECISION_H

@@ -104,7 +104,8 @@ LT_API lt_status lt_run_new_group(lt_run *run, const char *backend, const char *
  * over (gradients, sync_dist, all_gather ...). init_dist_connection sets it;
  * from then on the run owns it and destroys it after the strategy's
  * teardown (and aborts it first when the worker fails). Setting another
- * group hands the previous one back to the caller, who destroys it. */
+ * group gives the previous one back to the caller: fetch it first with
+ * lt_run_default_group and destroy it after. */
 LT_API void lt_run_set_default_group(lt_run *run, lt_pg *pg);
 /* NULL until init_dist_connection set one. */
 LT_API lt_pg *lt_run_default_group(lt_run *run);

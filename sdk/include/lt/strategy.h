@@ -69,9 +69,12 @@ typedef struct lt_strategy_desc {
      * publish buckets itself; ddp's gradient hooks refuse to start without. */
     lt_status (*configure_ddp)(lt_ctx *ctx, lt_run *run);
 
-    /* Optional: training is about to start / has ended (also on error, before
-     * teardown). Background work (bagua async) starts and stops here; on_train_end
-     * must stop it within a bounded time. */
+    /* Optional: training is about to start / has ended. on_train_end runs
+     * also when fit fails after the worker's setup, with the default group
+     * already aborted (its communication fails at once), and before
+     * teardown; not when setup itself failed (teardown still runs).
+     * Background work (bagua async) starts and stops here; on_train_end must
+     * stop it within a bounded time. */
     lt_status (*on_train_start)(lt_ctx *ctx, lt_run *run);
     lt_status (*on_train_end)(lt_ctx *ctx, lt_run *run);
 
@@ -87,7 +90,9 @@ typedef struct lt_strategy_desc {
     lt_status (*on_backward_start)(lt_ctx *ctx, lt_run *run, bool sync);
     /* Required. During backward, training thread: gradients of flat elements
      * [offset, offset + count) are final for this micro-batch. Ranges arrive
-     * in reverse registration order, each element once per backward. Must
+     * as backward completes them (for a plain stack of layers, reverse
+     * registration order; a parameter used twice arrives after its first
+     * use's backward), each element once per backward. Must
      * return quickly: start communication, do not wait for it. */
     lt_status (*on_grad_ready)(lt_ctx *ctx, lt_run *run, size_t offset, size_t count, bool sync);
     /* Required. After the last micro-batch's backward: finish communication
