@@ -1,0 +1,106 @@
+/* libhook_overrides.so: a user's shared object, not a plugin (no
+ * descriptor), whose exported functions replace one strategy hook each:
+ *     ltrun ... --set strategy.init_dist_connection=/path/libhook_overrides.so:init_via_original
+ * or in an INI file, [strategy] init_dist_connection = path:symbol.
+ * overrides.sh runs each on 2 ddp ranks:
+ *   init_via_original      calls the hook it replaced (lt_ctx_original), logs
+ *                          "init_via_original: rank R joined"
+ *   init_own_group         never calls the original: makes its own group and
+ *                          leaves it as the run's default group
+ *   init_no_group          does nothing: the run must fail saying that
+ *                          init_dist_connection left no default group
+ *   configure_own          never calls the original: broadcasts rank 0's
+ *                          parameters over the default group and publishes
+ *                          its own buckets (one per parameter, reverse order)
+ *   configure_bad_buckets  calls the original, then publishes overlapping
+ *                          buckets: lt_run_set_buckets refuses them
+ * Everything else is hidden; only these are exported. */
+#include <stdlib.h>
+#include "lt/lt.h"
+
+LT_API lt_status init_via_original(lt_ctx *ctx, lt_run *run);
+LT_API lt_status init_own_group(lt_ctx *ctx, lt_run *run);
+LT_API lt_status init_no_group(lt_ctx *ctx, lt_run *run);
+LT_API lt_status configure_own(lt_ctx *ctx, lt_run *run);
+LT_API lt_status configure_bad_buckets(lt_ctx *ctx, lt_run *run);
+
+static const lt_strategy_desc *original(lt_ctx *ctx, const char *hook) {
+    const lt_strategy_desc *o = lt_ctx_original(ctx, hook);
+    if (!o)
+        lt_set_error(ctx, "hook_overrides: lt_ctx_original(ctx, \"%s\") is NULL: the hook this "
+                     "function replaced cannot be reached", hook);
+    return o;
+}
+
+lt_status init_via_original(lt_ctx *ctx, lt_run *run) {
+    const lt_strategy_desc *o = original(ctx, "init_dist_connection");
+    if (!o) return LT_ERR_STATE;
+    LT_CHECK(o->init_dist_connection(ctx, run));
+    if (!lt_run_default_group(run)) {
+        lt_set_error(ctx, "init_via_original: the original init_dist_connection left no default group");
+        return LT_ERR_STATE;
+    }
+    lt_log(ctx, LT_LOG_INFO, "init_via_original: rank %d joined", (int)lt_run_world(run)->global_rank);
+    return LT_OK;
+}
+
+lt_status init_own_group(lt_ctx *ctx, lt_run *run) {
+    lt_pg *pg;
+    lt_status st = lt_run_new_group(run, NULL, "mine", &pg);
+    if (st != LT_OK) {
+        lt_set_error(ctx, "init_own_group: %s", lt_last_error(ctx));
+        return st;
+    }
+    lt_run_set_default_group(run, pg);
+    lt_log(ctx, LT_LOG_INFO, "init_own_group: rank %d of %d in group 'mine' (%s)", lt_pg_rank(pg),
+           lt_pg_size(pg), lt_pg_backend_name(pg));
+    return LT_OK;
+}
+
+lt_status init_no_group(lt_ctx *ctx, lt_run *run) {
+    (void)ctx, (void)run;
+    return LT_OK;
+}
+
+/* One bucket per parameter, from the last registered to the first. */
+static lt_status publish_per_param(lt_ctx *ctx, lt_run *run) {
+    const lt_param_view *v;
+    size_t n;
+    LT_CHECK(lt_run_params(run, &v, &n));
+    lt_bucket_view *b = malloc((n ? n : 1) * sizeof *b);
+    if (!b) return LT_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) b[i] = (lt_bucket_view){v[n - 1 - i].offset, v[n - 1 - i].count};
+    lt_status st = lt_run_set_buckets(run, b, n);
+    free(b);
+    if (st == LT_OK && lt_run_world(run)->global_rank == 0)
+        lt_log(ctx, LT_LOG_INFO, "configure_own: %zu buckets, one per parameter", n);
+    return st;
+}
+
+lt_status configure_own(lt_ctx *ctx, lt_run *run) {
+    lt_pg *pg = lt_run_default_group(run);
+    if (!pg) {
+        lt_set_error(ctx, "configure_own: no default process group");
+        return LT_ERR_STATE;
+    }
+    lt_flat flat;
+    LT_CHECK(lt_run_flat(run, &flat));
+    lt_status st = lt_pg_broadcast_sync(pg, flat.params, flat.count, flat.param_dtype, 0);
+    if (st != LT_OK) {
+        lt_set_error(ctx, "configure_own: broadcast: %s", lt_pg_error(pg));
+        return st;
+    }
+    return publish_per_param(ctx, run);
+}
+
+lt_status configure_bad_buckets(lt_ctx *ctx, lt_run *run) {
+    const lt_strategy_desc *o = original(ctx, "configure_ddp");
+    if (!o) return LT_ERR_STATE;
+    LT_CHECK(o->configure_ddp(ctx, run));
+    lt_flat flat;
+    LT_CHECK(lt_run_flat(run, &flat));
+    /* [0, half + 1) and [half, count): element `half` twice. */
+    size_t half = flat.count / 2;
+    lt_bucket_view b[2] = {{half, flat.count - half}, {0, half + 1}};
+    return lt_run_set_buckets(run, b, 2);
+}
