@@ -71,8 +71,14 @@ void ltrun_usage(void) {
            "  --version, --help\n\n"
            "Environment: LT_<SECTION>__<KEY>=value sets config keys (e.g. LT_TRAINER__MAX_EPOCHS=5);\n"
            "LT_PLUGIN_PATH adds plugin directories; LT_RDZV_TOKEN guards the rendezvous store.\n"
-           "Exit status: 0 done; 2 the command line, the config or a plugin was refused (a\n"
-           "worker refusing before training is not restarted by --max-restarts); 1 otherwise.\n");
+           "Exit status, whichever process (ltrun, a worker, torchrun's or srun's) found it:\n"
+           "  0    done\n"
+           "  2    refused: the command line, the config, a plugin or an input they name (a\n"
+           "       checkpoint, the launcher's world size) does not work; fix it and run again\n"
+           "       (--max-restarts does not restart a worker that refused before training)\n"
+           "  1    any other failure: data, I/O, a timeout, a rank lost (exited or killed by a\n"
+           "       signal; ltrun's message names the rank and the signal)\n"
+           "  130, 143, 129  ltrun itself got SIGINT, SIGTERM, SIGHUP (passed on to the workers)\n");
 }
 
 static int add_set(ltrun_args *a, const char *assignment, const char *origin, bool own) {

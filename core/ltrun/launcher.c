@@ -36,7 +36,8 @@ extern char **environ;
 #define SEED_KEY "ltrun/seed"
 #define RESUME_KEY "ltrun/resume/%d"
 /* Worker exit statuses: 2 = ltrun refused its configuration or input (as
- * core/ltrun/main.c's EXIT_REFUSED), 127 = the worker could not be executed. */
+ * core/ltrun/main.c's EXIT_REFUSED; ltrun exits 2 too when that rank's is
+ * the failure it reports), 127 = the worker could not be executed. */
 #define EXIT_REFUSED 2
 #define EXIT_NO_EXEC 127
 
@@ -281,9 +282,15 @@ static void kill_alive(launcher *L, int sig) {
 
 static bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
 
+static bool refused(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == EXIT_REFUSED; }
+
+/* Of several failures seen at once, the likeliest cause: a rank killed by a
+ * signal, then one that refused its input; their peers most likely failed
+ * because they vanished. */
+static int cause_rank(int status) { return WIFSIGNALED(status) ? 2 : refused(status) ? 1 : 0; }
+
 /* Collects every exited worker. With o, the first failure is recorded; of
- * several seen at once, one killed by a signal wins: its peers most likely
- * failed because it vanished. */
+ * several seen at once, the likeliest cause (cause_rank) wins. */
 static void reap(launcher *L, outcome *o) {
     bool first_batch = o && o->kind != OUT_FAILED;
     for (;;) {
@@ -300,7 +307,7 @@ static void reap(launcher *L, outcome *o) {
         L->w[i].status = st;
         L->nalive--;
         if (!first_batch || !failed(st)) continue;
-        bool better = o->kind != OUT_FAILED || (WIFSIGNALED(st) && !WIFSIGNALED(o->status));
+        bool better = o->kind != OUT_FAILED || cause_rank(st) > cause_rank(o->status);
         if (!better) continue;
         o->kind = OUT_FAILED;
         o->local = i;
@@ -554,7 +561,7 @@ int ltrun_launch(const lt_launch_info *info, char **argv) {
     snprintf(L.store_host, sizeof L.store_host, "%s", info->master_addr[0] ? info->master_addr : "127.0.0.1");
     if (L.nproc < 1) {
         say("error: trainer.devices gives %d processes per node; need at least 1", L.nproc);
-        return 1;
+        return EXIT_REFUSED;
     }
     int cores = usable_cores();
     L.threads = cores / L.nproc > 1 ? cores / L.nproc : 1;
@@ -608,7 +615,10 @@ int ltrun_launch(const lt_launch_info *info, char **argv) {
             break;
         }
         report(&L, &o);
-        rc = WIFSIGNALED(o.status) ? 128 + WTERMSIG(o.status) : 1;
+        /* The worker's own rule (main.c): 2 when it refused its input, so a
+         * script sees the same status with one process or many; a rank
+         * killed by a signal is a lost rank, 1, as torchrun reports it. */
+        rc = refused(o.status) ? EXIT_REFUSED : 1;
         if (restart >= info->max_restarts) break;
         if (cannot_cure(&o)) {
             say("not restarting (launcher.max_restarts = %d): rank %d %s, which a restart would repeat; fix the error it printed above",

@@ -33,11 +33,14 @@
  * reaped within 5 s. A worker that dies of the ^C ltrun also got is not a
  * failure (no report, no restart).
  *
- * Exit status: 0 when every worker exits 0; 1 when one exits non-zero (or
- * the launcher itself fails: store, seed, fork); 128 + N when one is killed
- * by signal N; 130 / 143 / 129 when ltrun gets SIGINT / SIGTERM / SIGHUP
- * (passed on to every worker first). Workers die with the launcher
- * (PR_SET_PDEATHSIG), so none is ever left behind. */
+ * Exit status: 0 when every worker exits 0; 2 when the reported failure is
+ * a worker that exited 2 (it refused its configuration or input: main.c);
+ * 1 for any other failure: a worker that exits with another status or is
+ * killed by a signal (the report names the rank and the signal), or the
+ * launcher itself failing (store, seed, fork); 130 / 143 / 129 when ltrun
+ * itself gets SIGINT / SIGTERM / SIGHUP (passed on to every worker first),
+ * as a shell reports a command it interrupted. Workers die with the
+ * launcher (PR_SET_PDEATHSIG), so none is ever left behind. */
 #ifndef LTRUN_LAUNCHER_H
 #define LTRUN_LAUNCHER_H
 

@@ -7,10 +7,15 @@
 #include "args.h"
 #include "registry/registry.h"
 
-/* NULL after printing why: out of memory, or a --plugin-dir that is not a
- * directory (LT_PLUGIN_PATH entries may be missing, like PATH entries). */
-static lt_registry *open_registry(const ltrun_args *a) {
+/* Exit statuses as main.c's: 2 refused (the command line), 1 other failures. */
+#define EXIT_REFUSED 2
+
+/* NULL after printing why, with ltrun's exit status in *rc: out of memory
+ * (1), or a --plugin-dir that is not a directory (2; LT_PLUGIN_PATH entries
+ * may be missing, like PATH entries). */
+static lt_registry *open_registry(const ltrun_args *a, int *rc) {
     lt_registry *r = lt_registry_new();
+    *rc = 1;
     if (!r) {
         fprintf(stderr, "ltrun: error: out of memory\n");
         return NULL;
@@ -25,6 +30,7 @@ static lt_registry *open_registry(const ltrun_args *a) {
         fprintf(stderr, "ltrun: error: --plugin-dir '%s': %s; name an existing directory of "
                 "liblt-<kind>-<name>.so plugins\n", a->plugin_dirs[i], why);
         lt_registry_free(r);
+        if (st != LT_ERR_NOMEM) *rc = EXIT_REFUSED;
         return NULL;
     }
     lt_registry_add_default_dirs(r);
@@ -55,8 +61,9 @@ static void print_refused(void *user, const lt_plugin_listing *l) {
 }
 
 int ltrun_list_plugins(const ltrun_args *a) {
-    lt_registry *r = open_registry(a);
-    if (!r) return 1;
+    int rc;
+    lt_registry *r = open_registry(a, &rc);
+    if (!r) return rc;
     list_state s = {0};
     printf("%-12s %-20s %-8s %-14s %s\n", "KIND", "NAME", "VERSION", "BASE", "PATH");
     lt_registry_scan(r, print_row, &s);
@@ -94,14 +101,16 @@ static void print_help(void *user, const lt_plugin_listing *l) {
 }
 
 int ltrun_help_plugin(const ltrun_args *a) {
-    lt_registry *r = open_registry(a);
-    if (!r) return 1;
+    int rc;
+    lt_registry *r = open_registry(a, &rc);
+    if (!r) return rc;
     list_state s = {.want = a->help_plugin};
     lt_registry_scan(r, print_help, &s);
     lt_registry_free(r);
     if (!s.found) {
-        fprintf(stderr, "ltrun: no plugin named '%s' found; ltrun --list-plugins shows what is installed\n", a->help_plugin);
-        return 1;
+        fprintf(stderr, "ltrun: error: --help-plugin: no plugin named '%s' loads; ltrun --list-plugins shows what is installed and why a file was refused\n",
+                a->help_plugin);
+        return EXIT_REFUSED;
     }
     return 0;
 }

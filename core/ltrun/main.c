@@ -6,10 +6,19 @@
 #include "launcher.h"
 #include "lt/trainer.h"
 
-/* Exit status 2: ltrun refused its arguments, configuration or inputs (as for
- * a bad flag, see args.h). A worker that exits 2 before training started
- * tells the launcher that a restart would fail the same way (launcher.c,
- * cannot_cure). Anything else that fails is 1. */
+/* Exit statuses, the same whoever started this process (a shell, ltrun,
+ * torchrun, srun, mpirun), so a job script can tell "fix the input" from
+ * "try again":
+ *   0  done;
+ *   2  refused: the command line, the config, a plugin or an input named by
+ *      them (a checkpoint, a device) does not work, or the pieces do not
+ *      agree with each other (the launcher's world size and the config, a
+ *      checkpoint and the model, ranks calling different collectives). Run
+ *      again unchanged and it fails the same way, so ltrun's launcher does
+ *      not restart a worker that exits 2 before training (launcher.c,
+ *      cannot_cure) and exits 2 itself when a rank refused;
+ *   1  anything else: data or I/O errors, timeouts, a lost rank.
+ * ltrun's flag parser returns 2 itself (args.c). */
 #define EXIT_REFUSED 2
 
 static int exit_status(lt_status st) {
@@ -18,6 +27,7 @@ static int exit_status(lt_status st) {
     case LT_ERR_NOT_FOUND:   /* a plugin, file or device that is not there */
     case LT_ERR_ABI:         /* a plugin built for another ABI */
     case LT_ERR_UNSUPPORTED: /* a valid request this build or plugin does not do */
+    case LT_ERR_MISMATCH:    /* inputs or ranks that disagree: deterministic, not transient */
         return EXIT_REFUSED;
     default:
         return 1;

@@ -4,7 +4,8 @@
 # rendezvous store (no launcher does), and the job equals ddp under ltrun.
 # Two processes are started by hand with SLURM's variables, then with
 # torchrun's; each job's checkpoint is compared with a single process on the
-# combined batch, as in ddp_equivalence.
+# combined batch, as in ddp_equivalence. A worker whose launcher's world size
+# disagrees with the config refuses it as ltrun would: exit 2, one line.
 source "$(dirname "$0")/common.sh"
 it_init external_launch "$@"
 SAME=(--seed 1 --set data.shuffle=true --set optimizer.name=sgd --set optimizer.lr=0.05
@@ -43,4 +44,16 @@ PORT=$("$TCP_PORT" free)
 COMMON_TE="TORCHELASTIC_RUN_ID=lt-test WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 GROUP_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT"
 echo "external_launch: torchrun-style: RANK 0 and 1; lt's store on MASTER_PORT + 1"
 run_pair torchrun "$COMMON_TE RANK=0 LOCAL_RANK=0" "$COMMON_TE RANK=1 LOCAL_RANK=1"
+
+# The check comes before the rendezvous, so one process shows it (and the
+# timeout only guards against a regression that would wait for 2 more).
+echo "external_launch: torchrun-style WORLD_SIZE=3 against --devices 2: refused"
+env ${COMMON_TE/WORLD_SIZE=2/WORLD_SIZE=3} RANK=0 LOCAL_RANK=0 timeout 60 "$LTRUN" "${BASE[@]}" "${SAME[@]}" \
+    --strategy ddp --devices 2 --default-root-dir "$IT_TMP/world3" >"$IT_TMP/world3.out" 2>"$IT_TMP/world3.err"
+RC=$?
+show_tail "$IT_TMP/world3.err" 2
+check "world3: exits 2, a refused config, as under ltrun ($RC)" [ $RC -eq 2 ]
+check "world3: says world size 3 against 1 x 2 and the fix" \
+    contains "$IT_TMP/world3.err" "reports world size 3 but num_nodes (1) x devices (2) = 2; make them agree"
+check "world3: one error line" [ "$(grep -c 'error' "$IT_TMP/world3.err")" -eq 1 ]
 it_finish

@@ -3,7 +3,8 @@
 # --list-plugins, --help-plugin, --print-config (values and their origins:
 # the INI file with its line, an LT_* environment variable, a --set flag),
 # --check (a valid config, a misspelt key with a suggestion, a bad value) and
-# a config file that does not exist. Nothing is trained; it takes ~1 s.
+# a config file that does not exist. Every refusal exits 2 (README, "Using
+# ltrun"), which --help states. Nothing is trained; it takes ~1 s.
 source "$(dirname "$0")/common.sh"
 it_init ltrun_cli "$@"
 INI=$SRC/examples/fashion_mnist/train.ini
@@ -31,10 +32,13 @@ check "--help exits 0" [ "$RC" -eq 0 ]
 for opt in --strategy --devices --config --plugin-dir --set --check --print-config --list-plugins --help-plugin; do
     check "--help mentions $opt" says help "^ +$opt\b"
 done
+check "--help states the exit statuses 0, 2, 1" \
+    bash -c "grep -qE '^ +0 +done' '$IT_TMP/help.out' && grep -qE '^ +2 +refused' '$IT_TMP/help.out' && grep -qE '^ +1 +any other failure' '$IT_TMP/help.out'"
+check "--help: a rank killed by a signal is 1" says help "rank lost \(exited or killed by a"
 
 echo "ltrun_cli: an unknown option"
 cli bogus --bogus-option
-check "--bogus-option exits non-zero" [ "$RC" -ne 0 ]
+check "--bogus-option exits 2 ($RC)" [ "$RC" -eq 2 ]
 check "--bogus-option is named in the message" says bogus "unknown option '--bogus-option'"
 
 echo "ltrun_cli: --list-plugins"
@@ -51,6 +55,9 @@ done
 check "--list-plugins lists strategy ddp_spawn with base ddp" listed strategy ddp_spawn ddp
 check "--list-plugins lists ddp with no base" listed strategy ddp -
 check "--list-plugins does not list the test plugins (mismatch_probe)" bash -c "! grep -q mismatch_probe '$IT_TMP/list.out'"
+cli listnodir --list-plugins --plugin-dir "$IT_TMP/no-such-dir"
+check "--list-plugins --plugin-dir <missing> exits 2 ($RC)" [ "$RC" -eq 2 ]
+check "the message names the directory, in one line" bash -c "grep -q \"plugin-dir '$IT_TMP/no-such-dir'\" '$IT_TMP/listnodir.err' && [ \$(grep -c . '$IT_TMP/listnodir.err') -eq 1 ]"
 
 echo "ltrun_cli: --help-plugin"
 cli helpddp --help-plugin ddp --plugin-dir "$PLUGINS"
@@ -63,7 +70,7 @@ check "--help-plugin ddp: overlap, bool, default true" says helpddp '^ +overlap 
 cli helpmlp --help-plugin fashion_mnist_mlp --plugin-dir "$PLUGINS"
 check "--help-plugin fashion_mnist_mlp: hidden, int, default 512" says helpmlp '^ +hidden +int +default 512\b'
 cli helpnone --help-plugin no_such_plugin --plugin-dir "$PLUGINS"
-check "--help-plugin no_such_plugin exits non-zero" [ "$RC" -ne 0 ]
+check "--help-plugin no_such_plugin exits 2 ($RC)" [ "$RC" -eq 2 ]
 check "--help-plugin no_such_plugin names it" says helpnone "no plugin named 'no_such_plugin'"
 
 echo "ltrun_cli: --print-config and origins"
@@ -92,21 +99,21 @@ cli checkddp --config "$INI" --plugin-dir "$PLUGINS" --check --strategy ddp --de
 check "--check with ddp x 2 exits 0" [ "$RC" -eq 0 ]
 check "--check with ddp loads strategy ddp and backend gloo" says checkddp 'strategy ddp,.*backend gloo'
 cli typo --config "$INI" --plugin-dir "$PLUGINS" --check --set trainer.max_epochz=3
-check "--check with trainer.max_epochz exits non-zero" [ "$RC" -ne 0 ]
+check "--check with trainer.max_epochz exits 2 ($RC)" [ "$RC" -eq 2 ]
 check "the message names max_epochz and suggests max_epochs" says typo "unknown key 'max_epochz'.*did you mean 'max_epochs'"
 show_tail "$IT_TMP/typo.err" 1
 cli baddev --config "$INI" --plugin-dir "$PLUGINS" --check --set trainer.devices=foo
-check "--check with trainer.devices=foo exits non-zero" [ "$RC" -ne 0 ]
+check "--check with trainer.devices=foo exits 2 ($RC)" [ "$RC" -eq 2 ]
 check "the message is one line" one_line baddev
 check "the message names trainer.devices and the value" says baddev '^ltrun: error: trainer\.devices.*foo'
 show_tail "$IT_TMP/baddev.err" 1
 
 echo "ltrun_cli: a config file that does not exist"
 cli nofile --config /nonexistent.ini --plugin-dir "$PLUGINS" --check
-check "--config /nonexistent.ini --check exits non-zero" [ "$RC" -ne 0 ]
+check "--config /nonexistent.ini --check exits 2 ($RC)" [ "$RC" -eq 2 ]
 check "the message names /nonexistent.ini" says nofile "/nonexistent\.ini"
 cli nofile2 --config /nonexistent.ini --plugin-dir "$PLUGINS" --max-steps 1 --default-root-dir "$IT_TMP/nofile2"
-check "--config /nonexistent.ini (training) exits non-zero" [ "$RC" -ne 0 ]
+check "--config /nonexistent.ini (training) exits 2 ($RC)" [ "$RC" -eq 2 ]
 check "the message names /nonexistent.ini" says nofile2 "cannot open config file '/nonexistent\.ini'"
 check "nothing was trained" [ ! -e "$IT_TMP/nofile2" ]
 show_tail "$IT_TMP/nofile2.err" 1

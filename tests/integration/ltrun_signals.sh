@@ -1,7 +1,9 @@
 #!/bin/bash
 # ltrun passes SIGINT and SIGTERM on to its workers and stops them within
 # 5 s (exit 130 / 143), and its workers never outlive it, even when ltrun
-# itself is killed with SIGKILL (they get PR_SET_PDEATHSIG).
+# itself is killed with SIGKILL (they get PR_SET_PDEATHSIG). A rank killed by
+# a signal (SIGSEGV, SIGKILL) is a rank lost: ltrun exits 1, not 128 + N, and
+# its one line names the rank and the signal.
 source "$(dirname "$0")/common.sh"
 it_init ltrun_signals "$@"
 
@@ -56,6 +58,27 @@ check "PGRP: ltrun says it got SIGINT" contains "$IT_TMP/PGRP.err" "got SIGINT"
 check "PGRP: the ranks that died of ^C are not reported as failures" bash -c "! grep -q '^ltrun: rank' '$IT_TMP/PGRP.err'"
 check "PGRP: and not restarted" bash -c "! grep -q 'restarting' '$IT_TMP/PGRP.err'"
 check "PGRP: no worker left ($WORKERS)" none_alive $WORKERS
+
+# A crash of rank 1 and a kill -9 of rank 0. No core files: a SIGSEGV
+# would otherwise leave one wherever the kernel's core_pattern says.
+ulimit -c 0
+for case in SEGV:1 KILL:0; do
+    sig=${case%:*} rank=${case#*:} label=RANK${case%:*}
+    num=$(kill -l "$sig")
+    echo "ltrun_signals: SIG$sig to rank $rank"
+    start "$label"
+    victim=$(worker_with_rank $LT "$rank")
+    check "$label: found rank $rank (pid ${victim:-none})" [ -n "$victim" ]
+    [ -n "$victim" ] && kill -"$sig" "$victim"
+    wait_exit $LT 10000
+    echo "  ltrun exited with $RC after $MS ms"; show_tail "$IT_TMP/$label.err" 2
+    check "$label: exit status 1, a rank lost ($RC)" [ "$RC" -eq 1 ]
+    check "$label: within 5 s ($MS ms)" [ "$MS" -le 5000 ]
+    check "$label: the message names rank $rank and signal $num" \
+        contains "$IT_TMP/$label.err" "^ltrun: rank $rank (host .*) was killed by signal $num "
+    check "$label: the failure is one line" [ "$(grep -c '^ltrun: rank' "$IT_TMP/$label.err")" -eq 1 ]
+    check "$label: no worker left ($WORKERS)" none_alive $WORKERS
+done
 
 echo "ltrun_signals: SIGKILL to ltrun: the workers must die with it"
 start KILL
