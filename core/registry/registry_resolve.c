@@ -130,23 +130,37 @@ static void fill_defaults(void *table, lt_kind kind) {
             registry_hook_set(table, h[i].offset, h[i].dflt);
 }
 
+static void add_name(char *buf, size_t len, const char *name) {
+    size_t used = strlen(buf);
+    snprintf(buf + used, len - used, "%s'%s'", used ? ", " : "", name);
+}
+
+/* Names every required hook still NULL, so the author fixes them all in one
+ * build rather than one per hook. */
 static lt_status check_required(lt_registry *r, const registry_target *t, const void *table,
                                 char *err, size_t errlen) {
     const lt_plugin_header *hdr = table;
-    size_t n;
+    size_t n, required = 0, missing = 0;
     const lt_hook_info *h = lt_hooks_of((lt_kind)hdr->kind, &n);
+    char names[1024] = "";
     for (size_t i = 0; i < n; i++) {
-        if (!h[i].required || registry_hook_get(table, h[i].offset)) continue;
-        const char *kind = lt_kind_name(hdr->kind);
-        char names[512], installed[560] = "";
-        registry_installed_names(r, (lt_kind)hdr->kind, hdr->name, names, sizeof names);
-        if (names[0]) snprintf(installed, sizeof installed, " (installed: %s)", names);
-        registry_err(err, errlen, "%s '%s' (%s): required hook '%s' is not set and no base "
-                     "provides it; set .base = \"<a complete %s>\"%s or implement it",
-                     kind, hdr->name, t->path, h[i].name, kind, installed);
-        return LT_ERR_ABI;
+        if (!h[i].required) continue;
+        required++;
+        if (registry_hook_get(table, h[i].offset)) continue;
+        missing++;
+        add_name(names, sizeof names, h[i].name);
     }
-    return LT_OK;
+    if (!missing) return LT_OK;
+    const char *kind = lt_kind_name(hdr->kind);
+    char installed[512], also[560] = "";
+    registry_installed_names(r, (lt_kind)hdr->kind, hdr->name, installed, sizeof installed);
+    if (installed[0]) snprintf(also, sizeof also, " (installed: %s)", installed);
+    bool one = missing == 1;
+    registry_err(err, errlen, "%s '%s' (%s): required hook%s %s (%zu of %zu) %s not set and no "
+                 "base provides %s; implement %s or set .base = \"<a complete %s>\"%s",
+                 kind, hdr->name, t->path, one ? "" : "s", names, missing, required,
+                 one ? "is" : "are", one ? "it" : "them", one ? "it" : "them", kind, also);
+    return LT_ERR_ABI;
 }
 
 /* ---- the whole resolution --------------------------------------------------- */

@@ -441,10 +441,32 @@ static void test_refuse_name_mismatch(void) {
             "not strategy 'wrongname'", "rename the file or the descriptor");
 }
 
+/* One line names every required hook the plugin lacks, with the count. */
 static void test_refuse_missing_hook(void) {
-    refused("incomplete", LT_ERR_ABI, "strategy 'incomplete' (" TP("liblt-strategy-incomplete.so") ")",
-            "required hook 'configure_ddp' is not set and no base provides it",
-            "set .base = \"<a complete strategy>\" (installed: ");
+    refused("incomplete", LT_ERR_ABI, "strategy 'incomplete' (" TP("liblt-strategy-incomplete.so") "): "
+            "required hooks 'configure_ddp', ", "are not set and no base provides them",
+            "; implement them or set .base = \"<a complete strategy>\" (installed: ");
+    static const char *const defined[] = {"launch_kind", "setup_environment", "init_dist_connection"};
+    size_t n, required = 0, missing = 0;
+    const lt_hook_info *h = lt_hooks_of(LT_KIND_STRATEGY, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (!h[i].required) continue;
+        required++;
+        bool has = false;
+        for (size_t k = 0; k < sizeof defined / sizeof defined[0]; k++) has |= !strcmp(h[i].name, defined[k]);
+        char quoted[80];
+        snprintf(quoted, sizeof quoted, "'%s'", h[i].name);
+        if (has) {
+            CU_ASSERT_PTR_NULL(strstr(err, quoted));
+        } else {
+            missing++;
+            ASSERT_CONTAINS(err, quoted);
+        }
+    }
+    char count[64];
+    snprintf(count, sizeof count, "(%zu of %zu) are not set", missing, required);
+    CU_ASSERT(missing > 1);
+    ASSERT_CONTAINS(err, count);
 }
 
 static void test_refuse_no_entry(void) {
@@ -559,7 +581,7 @@ static void test_scan(void) {
     expect_listed(TP_DIR, "liblt-environment-multi.so", "multi", NULL);
     expect_listed(TP_DIR, "liblt-strategy-badmagic.so", NULL, "bad magic");
     expect_listed(TP_DIR, "liblt-strategy-cyca.so", NULL, "inheritance cycle");
-    expect_listed(TP_DIR, "liblt-strategy-incomplete.so", NULL, "required hook 'configure_ddp'");
+    expect_listed(TP_DIR, "liblt-strategy-incomplete.so", NULL, "required hooks 'configure_ddp', ");
     expect_listed(bad_dir, "liblt-strategy-notelf.so", NULL, "cannot load");
     expect_listed(scan_dir, "liblt-strategy-base.so", NULL,
                   "shadowed by " TP_DIR "/liblt-strategy-base.so");
@@ -590,7 +612,7 @@ int main(void) {
     CU_add_test(s, "refused: struct size", test_refuse_struct_size);
     CU_add_test(s, "refused: unknown kind", test_refuse_unknown_kind);
     CU_add_test(s, "refused: name does not match the file", test_refuse_name_mismatch);
-    CU_add_test(s, "refused: required hook missing", test_refuse_missing_hook);
+    CU_add_test(s, "refused: required hooks missing, all named", test_refuse_missing_hook);
     CU_add_test(s, "refused: no entry symbol", test_refuse_no_entry);
     CU_add_test(s, "refused: not a shared object", test_refuse_not_elf);
     CU_add_test(s, "refused: base not found", test_refuse_base_not_found);
