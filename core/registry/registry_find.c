@@ -125,12 +125,6 @@ static bool suggest(lt_registry *r, lt_kind kind, const char *target, char *out,
     return true;
 }
 
-typedef struct name_list {
-    const char *skip;
-    char *buf;
-    size_t len;
-} name_list;
-
 static bool list_has(const char *list, const char *name) {
     size_t n = strlen(name);
     for (const char *p = list; *p;) {
@@ -143,21 +137,41 @@ static bool list_has(const char *list, const char *name) {
     return false;
 }
 
-/* Several directories may hold the same name: list it once. */
-static void append_name(void *user, const char *name) {
-    name_list *l = user;
-    if ((l->skip && !strcasecmp(name, l->skip)) || list_has(l->buf, name)) return;
-    size_t used = strlen(l->buf);
-    snprintf(l->buf + used, l->len - used, "%s%s", used ? ", " : "", name);
+static void list_add(char *list, size_t len, const char *name) {
+    size_t used = strlen(list);
+    snprintf(list + used, len - used, "%s%s", used ? ", " : "", name);
+}
+
+typedef struct installed_walk {
+    lt_registry *r;
+    lt_kind kind;
+    const char *skip;
+    char *buf;
+    size_t len;
+    char decided[4096]; /* names whose first file was seen: the one a lookup reaches */
+} installed_walk;
+
+/* A name counts as installed when its first file loads: a refused file is
+ * no base to suggest, and a later good copy is never reached by name. */
+static bool visit_installed(void *user, const char *dir, const char *file) {
+    installed_walk *w = user;
+    uint32_t kind;
+    char name[128];
+    if (!registry_parse_file_name(file, &kind, name, sizeof name) || kind != (uint32_t)w->kind)
+        return true;
+    if ((w->skip && !strcasecmp(name, w->skip)) || list_has(w->decided, name)) return true;
+    list_add(w->decided, sizeof w->decided, name);
+    if (registry_file_loads(w->r, dir, file)) list_add(w->buf, w->len, name);
+    return true;
 }
 
 void registry_installed_names(lt_registry *r, lt_kind kind, const char *skip, char *buf,
                               size_t len) {
     if (!len) return;
     buf[0] = 0;
-    name_list l = {skip, buf, len};
-    name_walk w = {kind, append_name, &l};
-    registry_each_file(r, visit_name, &w);
+    if (r->probing) return; /* nobody reads the message being built */
+    installed_walk w = {.r = r, .kind = kind, .skip = skip, .buf = buf, .len = len};
+    registry_each_file(r, visit_installed, &w);
 }
 
 /* ---- not found ------------------------------------------------------------ */

@@ -47,6 +47,7 @@ struct lt_registry {
     override_block *overrides; /* the override copies again (owned above), to find records */
     size_t nowned, owned_cap;
     bool cycle_reported; /* a cycle message travels up the chain unwrapped */
+    bool probing; /* registry_file_loads is loading: error messages are dropped */
 };
 
 /* What a spec turned into: the file to open and what its name promises. */
@@ -66,13 +67,19 @@ void registry_lower(char *dst, const char *src, size_t len);
 bool registry_parse_file_name(const char *file, uint32_t *kind, char *name, size_t len);
 lt_status registry_locate(lt_registry *r, lt_kind kind, const char *spec, registry_target *t,
                           char *err, size_t errlen);
-/* Comma-separated names of installed plugins of `kind` except `skip`. */
+/* Comma-separated names of the installed plugins of `kind` except `skip`:
+ * those a lookup by name reaches and that load (registry_file_loads); ""
+ * while probing. */
 void registry_installed_names(lt_registry *r, lt_kind kind, const char *skip, char *buf,
                               size_t len);
 /* Calls fn(user, dir, file) for every directory entry, directories in search
  * order, entries sorted by name; stops when fn returns false. */
 void registry_each_file(lt_registry *r, bool (*fn)(void *user, const char *dir, const char *file),
                         void *user);
+
+/* registry_scan.c: whether dir/file loads and resolves, --list-plugins'
+ * verdict; safe to call while another plugin is being resolved. */
+bool registry_file_loads(lt_registry *r, const char *dir, const char *file);
 
 /* registry_check.c: the descriptors in one file. */
 lt_status registry_open(const registry_target *t, const lt_plugin_header *const **list,

@@ -1,5 +1,5 @@
 /* Strategies whose base chain is broken: TP_NAME inherits from TP_BASE
- * (a missing base, or a cycle built from two of these). */
+ * (a missing base, a cycle built from two of these, or an incomplete base). */
 #include "tp.h"
 
 static lt_status launch_kind(lt_ctx *c, lt_launch_kind *out) {

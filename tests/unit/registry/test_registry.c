@@ -24,6 +24,7 @@
 static char err[4096];
 static char bad_dir[PATH_MAX];  /* a file that is not ELF */
 static char scan_dir[PATH_MAX]; /* a shadowed copy and a misnamed file */
+static char shadow_dir[PATH_MAX]; /* liblt-strategy-child.so: badmagic's copy, before TP_DIR */
 
 #define ASSERT_CONTAINS(hay, needle)                                                       \
     do {                                                                                   \
@@ -116,7 +117,10 @@ static int suite_init(void) {
     char path[PATH_MAX];
     snprintf(bad_dir, sizeof bad_dir, "/tmp/lt-registry-bad-XXXXXX");
     snprintf(scan_dir, sizeof scan_dir, "/tmp/lt-registry-scan-XXXXXX");
-    if (!mkdtemp(bad_dir) || !mkdtemp(scan_dir)) return -1;
+    snprintf(shadow_dir, sizeof shadow_dir, "/tmp/lt-registry-shadow-XXXXXX");
+    if (!mkdtemp(bad_dir) || !mkdtemp(scan_dir) || !mkdtemp(shadow_dir)) return -1;
+    join(path, shadow_dir, "liblt-strategy-child.so");
+    if (!copy_file(TP("liblt-strategy-badmagic.so"), path)) return -1;
     static const char text[] = "this is not a shared object\n";
     join(path, bad_dir, "liblt-strategy-notelf.so");
     if (!write_file(path, text, sizeof text - 1)) return -1;
@@ -132,7 +136,8 @@ static int suite_clean(void) {
     static const char *files[][2] = {{bad_dir, "liblt-strategy-notelf.so"},
                                      {scan_dir, "liblt-strategy-base.so"},
                                      {scan_dir, "liblt-bogus-x.so"},
-                                     {scan_dir, "README"}};
+                                     {scan_dir, "README"},
+                                     {shadow_dir, "liblt-strategy-child.so"}};
     char path[PATH_MAX];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         join(path, files[i][0], files[i][1]);
@@ -140,6 +145,7 @@ static int suite_clean(void) {
     }
     rmdir(bad_dir);
     rmdir(scan_dir);
+    rmdir(shadow_dir);
     return 0;
 }
 
@@ -441,11 +447,13 @@ static void test_refuse_name_mismatch(void) {
             "not strategy 'wrongname'", "rename the file or the descriptor");
 }
 
-/* One line names every required hook the plugin lacks, with the count. */
+/* One line names every required hook the plugin lacks, with the count, and
+ * suggests as bases only the strategies that load: of TP_DIR's, base, child
+ * and old; not the refused files (badmagic, abi2, the broken chains...). */
 static void test_refuse_missing_hook(void) {
     refused("incomplete", LT_ERR_ABI, "strategy 'incomplete' (" TP("liblt-strategy-incomplete.so") "): "
             "required hooks 'configure_ddp', ", "are not set and no base provides them",
-            "; implement them or set .base = \"<a complete strategy>\" (installed: ");
+            "; implement them or set .base = \"<a complete strategy>\" (installed: base, child, old)");
     static const char *const defined[] = {"launch_kind", "setup_environment", "init_dist_connection"};
     size_t n, required = 0, missing = 0;
     const lt_hook_info *h = lt_hooks_of(LT_KIND_STRATEGY, &n);
@@ -467,6 +475,32 @@ static void test_refuse_missing_hook(void) {
     snprintf(count, sizeof count, "(%zu of %zu) are not set", missing, required);
     CU_ASSERT(missing > 1);
     ASSERT_CONTAINS(err, count);
+}
+
+/* "installed:" counts a name when the file a lookup by that name reaches
+ * loads: child's first file (shadow_dir) is refused, so child is not
+ * offered though TP_DIR's copy is fine. incomplete and incomplete2 each
+ * probe the other, which must not recurse; heir's base is incomplete: the
+ * list is made while heir is resolving, and its probes do not take the
+ * message's wrapping away. */
+static void test_installed_only_loadable(void) {
+    lt_registry *r = lt_registry_new();
+    CU_ASSERT_EQUAL(lt_registry_add_dir(r, shadow_dir), LT_OK);
+    CU_ASSERT_EQUAL(lt_registry_add_dir(r, TP_DIR), LT_OK);
+    const lt_plugin_header *t;
+    CU_ASSERT_EQUAL(lt_registry_load(r, LT_KIND_STRATEGY, "incomplete", &t, err, sizeof err), LT_ERR_ABI);
+    ASSERT_CONTAINS(err, "(installed: base, old)");
+    CU_ASSERT_EQUAL(lt_registry_load(r, LT_KIND_STRATEGY, "heir", &t, err, sizeof err), LT_ERR_ABI);
+    CU_ASSERT_PTR_NULL(strchr(err, '\n'));
+    ASSERT_CONTAINS(err, "strategy 'heir' (" TP("liblt-strategy-heir.so") "): cannot load its base "
+                    "'incomplete': strategy 'incomplete' (" TP("liblt-strategy-incomplete.so") "): "
+                    "required hooks");
+    ASSERT_CONTAINS(err, "(installed: base, old)");
+    /* The probes left the registry as they found it. */
+    CU_ASSERT_PTR_NOT_NULL(load(r, LT_KIND_STRATEGY, "base"));
+    CU_ASSERT_EQUAL(lt_registry_load(r, LT_KIND_STRATEGY, "cyca", &t, err, sizeof err), LT_ERR_ABI);
+    ASSERT_CONTAINS(err, "inheritance cycle: strategy cyca -> cycb -> cyca");
+    lt_registry_free(r);
 }
 
 static void test_refuse_no_entry(void) {
@@ -582,6 +616,8 @@ static void test_scan(void) {
     expect_listed(TP_DIR, "liblt-strategy-badmagic.so", NULL, "bad magic");
     expect_listed(TP_DIR, "liblt-strategy-cyca.so", NULL, "inheritance cycle");
     expect_listed(TP_DIR, "liblt-strategy-incomplete.so", NULL, "required hooks 'configure_ddp', ");
+    expect_listed(TP_DIR, "liblt-strategy-heir.so", NULL, "cannot load its base 'incomplete'");
+    expect_listed(TP_DIR, "liblt-strategy-incomplete2.so", NULL, "(installed: base, child, old)");
     expect_listed(bad_dir, "liblt-strategy-notelf.so", NULL, "cannot load");
     expect_listed(scan_dir, "liblt-strategy-base.so", NULL,
                   "shadowed by " TP_DIR "/liblt-strategy-base.so");
@@ -613,6 +649,7 @@ int main(void) {
     CU_add_test(s, "refused: unknown kind", test_refuse_unknown_kind);
     CU_add_test(s, "refused: name does not match the file", test_refuse_name_mismatch);
     CU_add_test(s, "refused: required hooks missing, all named", test_refuse_missing_hook);
+    CU_add_test(s, "installed: only plugins that load", test_installed_only_loadable);
     CU_add_test(s, "refused: no entry symbol", test_refuse_no_entry);
     CU_add_test(s, "refused: not a shared object", test_refuse_not_elf);
     CU_add_test(s, "refused: base not found", test_refuse_base_not_found);
