@@ -24,6 +24,7 @@ struct lt_pg {
     lt_store *store;          /* this group's own connection (fingerprints) */
     lt_store *bstore;         /* the backend's connection, valid until destroy */
     bool fp_off;              /* the store failed once: no more fingerprint checks */
+    bool failed;              /* a collective failed: pg->error holds the first cause */
     char name[64];
     char prefix[160];
     int rank, size;
@@ -209,6 +210,12 @@ lt_status lt_work_wait(lt_work *w) {
             break;
         }
     }
+    /* Once a collective of the group failed, the ones queued behind it fail
+     * too (aborted, "failed earlier"): the first failure's message and
+     * published fingerprint are what names the cause, so later ones keep
+     * them instead of replacing them. */
+    if (st != LT_OK && pg->failed) goto done;
+    if (st != LT_OK) pg->failed = true;
     if (st != LT_OK && st != LT_ERR_MISMATCH && st != LT_ERR_TIMEOUT) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", lt_last_error(&pg->bctx));
@@ -224,6 +231,7 @@ lt_status lt_work_wait(lt_work *w) {
             snprintf(pg->error, sizeof pg->error, "rank %d: %s on group '%s' failed: %s", pg->rank, w->what,
                      pg->name, *msg ? msg : lt_status_str(st));
     }
+done:
     pg->b->free_work(&pg->bctx, w->w);
     pthread_mutex_lock(&pg->pool_lock);
     w->next = pg->free_works;

@@ -3,6 +3,7 @@
  * runs (PyTorch's DistributedDataParallel). No communication on accumulation
  * micro-batches (no_sync) except the last. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -238,12 +239,16 @@ static lt_status ddp_before_optimizer_step(lt_ctx *ctx, lt_run *run) {
     LT_CHECK(launch_ready(ctx, run, d, d->plan.n - d->plan.next_launch));
     double t0 = lt_now();
     lt_status first = LT_OK;
+    char first_msg[1024] = ""; /* later waits on a broken group overwrite the error */
     for (int i = 0; i < d->plan.n; i++) {
         bucket *b = &d->plan.b[i];
         if (!b->work) continue;
         lt_status st = lt_work_wait(b->work);
         b->work = NULL;
-        if (st != LT_OK && first == LT_OK) first = pg_failed(ctx, pg, st);
+        if (st != LT_OK && first == LT_OK) {
+            first = st;
+            snprintf(first_msg, sizeof first_msg, "%s", lt_pg_error(pg));
+        }
         if (st == LT_OK && d->hook != HOOK_ALLREDUCE) {
             char *g = (char *)d->flat.grads + b->start * lt_dtype_size(d->flat.grad_dtype);
             lt_run_kernels(run)->cast(lt_run_kernel_ctx(run), d->flat.grad_dtype, g, wire_dtype(d), b->wire,
@@ -252,6 +257,7 @@ static lt_status ddp_before_optimizer_step(lt_ctx *ctx, lt_run *run) {
     }
     d->wait_s += lt_now() - t0;
     d->syncs++;
+    if (first != LT_OK) lt_set_error(ctx, "%s", first_msg);
     return first;
 }
 
