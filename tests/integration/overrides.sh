@@ -132,7 +132,7 @@ check "confown: published 6 buckets" has confown "configure_own: 6 buckets, one 
 identical confown
 
 echo "overrides: failures"
-refused nogroup "no default process group: init_dist_connection must leave one" \
+refused nogroup "init_dist_connection left no default process group; it must call lt_run_new_group and lt_run_set_default_group" \
     --strategy ddp --set "strategy.init_dist_connection=$HOOKS:init_no_group"
 refused badbuckets "configure_ddp failed: lt_run_set_buckets: bucket 0 \[27525, \+27525\) overlaps another" \
     --strategy ddp --set "strategy.configure_ddp=$HOOKS:configure_bad_buckets"
