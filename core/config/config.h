@@ -3,7 +3,8 @@
  * remembering where it came from. Precedence: default < file < env < flag.
  *
  * Sections: [trainer] [model] [data] [optimizer] [scheduler] [checkpoint]
- * [logger] [strategy] [precision] [environment] [backend] [accelerator] and
+ * [logger] [launcher] [strategy] [precision] [environment] [backend]
+ * [accelerator] and
  * [<kind>.<name>] for one plugin's parameters. Keys are validated against the
  * declarations; an unknown one is an error suggesting the nearest known key.
  *
@@ -28,16 +29,16 @@ typedef enum lt_config_source {
 
 /* A new config with every core key declared (trainer.*, data.* ...); NULL
  * when out of memory. */
-LT_API lt_config *lt_config_new(void);
-LT_API void lt_config_free(lt_config *c);
+lt_config *lt_config_new(void);
+void lt_config_free(lt_config *c);
 
 /* Declares section.key (section may contain a dot: "strategy.ddp"). Declaring
  * the same key twice with the same type is allowed (the later default wins
  * when no value was set); another type is LT_ERR_INVALID. `open` sections
  * accept any key (hook overrides). */
-LT_API lt_status lt_config_declare(lt_config *c, const char *section, const char *key,
-                                   lt_param_type type, const char *def, const char *help);
-LT_API lt_status lt_config_declare_section(lt_config *c, const char *section, bool open);
+lt_status lt_config_declare(lt_config *c, const char *section, const char *key,
+                            lt_param_type type, const char *def, const char *help);
+lt_status lt_config_declare_section(lt_config *c, const char *section, bool open);
 
 /* Values. Each records its source and origin ("train.ini:12",
  * "env LT_TRAINER__MAX_EPOCHS", "--set trainer.max_epochs=3", "flag --devices").
@@ -50,16 +51,16 @@ LT_API lt_status lt_config_declare_section(lt_config *c, const char *section, bo
  * not parse INI files on another thread at the same time.
  * load_env: envp NULL means the process environment. Only LT_* variables
  * whose name has a "__" are config; LT_A__B__C is a.b.c. */
-LT_API lt_status lt_config_load_ini(lt_config *c, const char *path, char *err, size_t errlen);
-LT_API lt_status lt_config_load_env(lt_config *c, char *const *envp, char *err, size_t errlen);
+lt_status lt_config_load_ini(lt_config *c, const char *path, char *err, size_t errlen);
+lt_status lt_config_load_env(lt_config *c, char *const *envp, char *err, size_t errlen);
 /* "section.key=value" (the section is everything before the last dot). Source
  * is LT_SRC_FLAG; origin NULL means "--set <assignment>". */
-LT_API lt_status lt_config_set_arg(lt_config *c, const char *assignment, const char *origin,
-                                   char *err, size_t errlen);
+lt_status lt_config_set_arg(lt_config *c, const char *assignment, const char *origin,
+                            char *err, size_t errlen);
 /* origin NULL means "default", "file", "env" or "flag" by source. */
-LT_API lt_status lt_config_set(lt_config *c, const char *section, const char *key,
-                               const char *value, lt_config_source src, const char *origin,
-                               char *err, size_t errlen);
+lt_status lt_config_set(lt_config *c, const char *section, const char *key,
+                        const char *value, lt_config_source src, const char *origin,
+                        char *err, size_t errlen);
 
 /* Checks every set key is declared (suggesting the nearest declared key or
  * section), every value parses as its type, and every value of a core key
@@ -67,38 +68,38 @@ LT_API lt_status lt_config_set(lt_config *c, const char *section, const char *ke
  * is one of them or within it. One message for the first problem, in the
  * order the values were set: "checkpoint.mode = 'maxx' (--set ...) is not
  * allowed; use min or max". */
-LT_API lt_status lt_config_validate(const lt_config *c, char *err, size_t errlen);
+lt_status lt_config_validate(const lt_config *c, char *err, size_t errlen);
 
 /* Lookups: the value set or the declared default; NULL when neither. */
-LT_API const char *lt_config_value(const lt_config *c, const char *section, const char *key);
+const char *lt_config_value(const lt_config *c, const char *section, const char *key);
 /* Where the value came from: "default", "file:line", "env NAME", "flag --x";
  * NULL for a key neither declared nor set. */
-LT_API const char *lt_config_origin(const lt_config *c, const char *section, const char *key);
-LT_API lt_config_source lt_config_source_of(const lt_config *c, const char *section,
-                                            const char *key);
+const char *lt_config_origin(const lt_config *c, const char *section, const char *key);
+lt_config_source lt_config_source_of(const lt_config *c, const char *section,
+                                     const char *key);
 /* The help line of a declared key; NULL when undeclared or without help. */
-LT_API const char *lt_config_help(const lt_config *c, const char *section, const char *key);
+const char *lt_config_help(const lt_config *c, const char *section, const char *key);
 /* Typed readers; LT_ERR_INVALID with a message naming key, value and origin
  * when the value does not parse, LT_ERR_NOT_FOUND when there is no value.
  * Bools: true/false, yes/no, on/off, 1/0 (any case). Floats must be finite. */
-LT_API lt_status lt_config_int(const lt_config *c, const char *section, const char *key,
-                               int64_t *out, char *err, size_t errlen);
-LT_API lt_status lt_config_float(const lt_config *c, const char *section, const char *key,
-                                 double *out, char *err, size_t errlen);
-LT_API lt_status lt_config_bool(const lt_config *c, const char *section, const char *key,
-                                bool *out, char *err, size_t errlen);
+lt_status lt_config_int(const lt_config *c, const char *section, const char *key,
+                        int64_t *out, char *err, size_t errlen);
+lt_status lt_config_float(const lt_config *c, const char *section, const char *key,
+                          double *out, char *err, size_t errlen);
+lt_status lt_config_bool(const lt_config *c, const char *section, const char *key,
+                         bool *out, char *err, size_t errlen);
 
 /* Every declared or set key, sorted by section then key: "section.key = value  (origin)". */
-LT_API void lt_config_print(const lt_config *c, FILE *out);
+void lt_config_print(const lt_config *c, FILE *out);
 /* Iterate the values set in one section (for hook overrides in [strategy]),
  * in the order they were first set; defaults are not visited. */
 typedef void (*lt_config_visit_fn)(void *user, const char *key, const char *value,
                                    const char *origin);
-LT_API void lt_config_each(const lt_config *c, const char *section, lt_config_visit_fn fn,
-                           void *user);
+void lt_config_each(const lt_config *c, const char *section, lt_config_visit_fn fn,
+                    void *user);
 /* Sections that were set but never declared, e.g. "strategy.dpp" (for loading
  * the plugins they name before validate). */
-LT_API void lt_config_each_section(const lt_config *c,
-                                   void (*fn)(void *user, const char *section), void *user);
+void lt_config_each_section(const lt_config *c,
+                            void (*fn)(void *user, const char *section), void *user);
 
 #endif

@@ -22,7 +22,7 @@ typedef struct lt_device_list {
  * empty/malformed, duplicates, indices >= available, negative other than -1,
  * 0 devices on gpu, more devices than available. *out is written only on
  * success. */
-LT_API lt_status lt_devices_parse(const char *spec, const char *accelerator, int available,
-                                  lt_device_list *out, char *err, size_t errlen);
+lt_status lt_devices_parse(const char *spec, const char *accelerator, int available,
+                           lt_device_list *out, char *err, size_t errlen);
 
 #endif

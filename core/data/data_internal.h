@@ -8,8 +8,8 @@
  * carries that message from its prefetch thread to the thread that calls
  * lt_loader_next.
  *
- * These are exported (LT_API) so tests and embedding programs can link them;
- * they are not part of the plugin ABI and may change between minors. */
+ * Internal: not exported by liblt.so (tests link the core's objects); they
+ * are not part of the plugin ABI and may change between minors. */
 #ifndef LT_DATA_INTERNAL_H
 #define LT_DATA_INTERNAL_H
 
@@ -32,9 +32,9 @@
  * differ), LT_ERR_INVALID (std <= 0 or not finite, NULL arguments),
  * LT_ERR_NOMEM. On error *out is left zeroed.
  * The caller owns *out and releases it with lt_dataset_destroy. */
-LT_API lt_status lt_idx_dataset_open(const char *images_path, const char *labels_path,
-                                     double mean, double std, lt_dataset *out, char *err,
-                                     size_t errlen);
+lt_status lt_idx_dataset_open(const char *images_path, const char *labels_path,
+                              double mean, double std, lt_dataset *out, char *err,
+                              size_t errlen);
 
 /* A view of samples [start, start + count) of `base`, renumbered from 0 (the
  * train/validation split: the last val_split samples of train validate).
@@ -42,12 +42,12 @@ LT_API lt_status lt_idx_dataset_open(const char *images_path, const char *labels
  * the base must outlive every view of it. `get` is as thread-safe as the
  * base's. LT_ERR_INVALID (message in the thread's error slot) when the range
  * does not lie inside the base. */
-LT_API lt_status lt_dataset_subset(const lt_dataset *base, int64_t start, int64_t count,
-                                   lt_dataset *out);
+lt_status lt_dataset_subset(const lt_dataset *base, int64_t start, int64_t count,
+                            lt_dataset *out);
 
 /* Calls the dataset's destroy hook (if any) and zeroes *ds; NULL-safe and
  * safe on a zeroed dataset. */
-LT_API void lt_dataset_destroy(lt_dataset *ds);
+void lt_dataset_destroy(lt_dataset *ds);
 
 /* ---- sampler --------------------------------------------------------------- */
 
@@ -78,11 +78,11 @@ typedef struct lt_sampler {
 
 /* LT_ERR_INVALID for n < 0, num_shards < 1, shard outside 0..num_shards-1;
  * LT_ERR_NOMEM. Messages in the thread's error slot. */
-LT_API lt_status lt_sampler_init(lt_sampler *s, int64_t n, int num_shards, int shard,
-                                 bool shuffle, uint64_t seed, bool pad);
+lt_status lt_sampler_init(lt_sampler *s, int64_t n, int num_shards, int shard,
+                          bool shuffle, uint64_t seed, bool pad);
 /* Fills s->indices for `epoch` (>= 0); never allocates. */
-LT_API lt_status lt_sampler_set_epoch(lt_sampler *s, int64_t epoch);
-LT_API void lt_sampler_free(lt_sampler *s);
+lt_status lt_sampler_set_epoch(lt_sampler *s, int64_t epoch);
+void lt_sampler_free(lt_sampler *s);
 
 /* ---- loader ---------------------------------------------------------------- */
 
@@ -121,13 +121,13 @@ typedef struct lt_loader lt_loader;
  * prefetch thread, which stays idle until the first lt_loader_start_epoch.
  * All memory the loader ever uses is allocated here. LT_ERR_INVALID (bad
  * options or field info), LT_ERR_NOMEM, LT_ERR_IO (thread creation). */
-LT_API lt_status lt_loader_new(const lt_dataset *ds, const lt_loader_opts *o, lt_loader **out,
-                               char *err, size_t errlen);
+lt_status lt_loader_new(const lt_dataset *ds, const lt_loader_opts *o, lt_loader **out,
+                        char *err, size_t errlen);
 
 /* Begins `epoch` (reshuffles with seed + epoch). May be called at any time,
  * also mid-epoch: batches not yet taken from the old epoch are dropped (it
  * waits for the batch being collated, if any). Invalidates the last view. */
-LT_API lt_status lt_loader_start_epoch(lt_loader *l, int64_t epoch);
+lt_status lt_loader_start_epoch(lt_loader *l, int64_t epoch);
 
 /* The next batch of the current epoch, collated on the prefetch thread.
  * The view stays valid until the next call to lt_loader_next,
@@ -140,17 +140,17 @@ LT_API lt_status lt_loader_start_epoch(lt_loader *l, int64_t epoch);
  *                   slot and in lt_loader_error(); repeats until the next
  *                   start_epoch. Batches before the failing one are delivered.
  * Call from one thread at a time. */
-LT_API lt_status lt_loader_next(lt_loader *l, lt_batch_view *b);
+lt_status lt_loader_next(lt_loader *l, lt_batch_view *b);
 
 /* Batches per epoch for this shard (after drop_last), and samples per epoch
  * for this shard (after padding, before drop_last). */
-LT_API int64_t lt_loader_num_batches(const lt_loader *l);
-LT_API int64_t lt_loader_num_samples(const lt_loader *l);
+int64_t lt_loader_num_batches(const lt_loader *l);
+int64_t lt_loader_num_samples(const lt_loader *l);
 /* The message of the last failed lt_loader_next ("" when none). */
-LT_API const char *lt_loader_error(const lt_loader *l);
+const char *lt_loader_error(const lt_loader *l);
 
 /* Stops and joins the prefetch thread (it finishes at most the batch it is
  * collating), then frees every buffer. Safe mid-epoch and on NULL. */
-LT_API void lt_loader_free(lt_loader *l);
+void lt_loader_free(lt_loader *l);
 
 #endif

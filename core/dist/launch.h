@@ -19,7 +19,7 @@ typedef struct lt_launch_info {
     bool bind_cores;        /* launcher.bind_cores: pin each local worker to its share of the cores */
 } lt_launch_info;
 
-LT_API lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out);
+lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out);
 
 /* One 64-byte slot per local worker in a shared file whose descriptor the
  * launcher passes as LT_STATUS_FD (slot = LOCAL_RANK). Workers store their
@@ -36,6 +36,6 @@ typedef struct lt_status_slot {
 enum { LT_PHASE_START = 0, LT_PHASE_SETUP = 1, LT_PHASE_TRAIN = 2, LT_PHASE_DONE = 3, LT_PHASE_FAILED = 4 };
 
 /* Worker side: maps the slot named by LT_STATUS_FD/LOCAL_RANK (NULL when not launched by ltrun). */
-LT_API lt_status_slot *lt_status_slot_attach(void);
+lt_status_slot *lt_status_slot_attach(void);
 
 #endif

@@ -24,19 +24,19 @@ typedef struct lt_store_server lt_store_server;
  * token: clients need none. Errors: LT_ERR_IO with "port 29500 on 127.0.0.1
  * is already in use; ..." when another process holds the port, LT_ERR_INVALID
  * for a bad host or token; err receives one line. Call from any thread. */
-LT_API lt_status lt_store_server_start(const char *bind_host, int port, const char *token,
-                                       lt_store_server **out, int *bound_port, char *err,
-                                       size_t errlen);
+lt_status lt_store_server_start(const char *bind_host, int port, const char *token,
+                                lt_store_server **out, int *bound_port, char *err,
+                                size_t errlen);
 
 /* Stops the thread (it leaves its poll() at once), closes every connection and
  * frees the server. Clients still connected see their connection close. NULL is
  * a no-op. Not from the server thread itself. */
-LT_API void lt_store_server_stop(lt_store_server *srv);
+void lt_store_server_stop(lt_store_server *srv);
 
 /* How long a connection may go without its hello, or stay silent in the
  * middle of a request, before the server drops it (default 30 s; <= 0 sets
  * the default back). Between requests an authenticated client may idle. */
-LT_API void lt_store_server_set_stall_ms(lt_store_server *srv, int ms);
+void lt_store_server_set_stall_ms(lt_store_server *srv, int ms);
 
 #ifdef __cplusplus
 }

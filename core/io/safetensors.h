@@ -47,8 +47,8 @@ typedef struct lt_st_tensor {
  * dimension, nbytes that does not match the shape). LT_ERR_IO: the file system
  * refused (no such directory, no space, permissions); if only the final
  * directory fsync fails, the new file is in place but may not survive a crash. */
-LT_API lt_status lt_st_write(const char *path, const lt_st_tensor *t, size_t n,
-                             const char *const *meta, size_t nmeta, char *err, size_t errlen);
+lt_status lt_st_write(const char *path, const lt_st_tensor *t, size_t n,
+                      const char *const *meta, size_t nmeta, char *err, size_t errlen);
 
 /* A validated, read-only file; safe to read from several threads at once. */
 typedef struct lt_st_file lt_st_file;
@@ -61,20 +61,20 @@ typedef struct lt_st_file lt_st_file;
  * for a truncated file, to use the previous checkpoint). LT_ERR_UNSUPPORTED: a
  * valid safetensors dtype lt has no type for (BOOL, U16, F8_E4M3 ...).
  * LT_ERR_NOT_FOUND: no file at path. LT_ERR_IO: it cannot be read. */
-LT_API lt_status lt_st_open(const char *path, lt_st_file **out, char *err, size_t errlen);
+lt_status lt_st_open(const char *path, lt_st_file **out, char *err, size_t errlen);
 
 /* Tensors in file (offset) order; lt_st_at returns NULL when i >= count. The
  * returned tensors, their names, data and metadata strings live until
  * lt_st_close. data is aligned to the element size in files written by
  * lt_st_write or the safetensors library; other writers may leave it unaligned,
  * so copy with memcpy rather than casting a file of unknown origin. */
-LT_API size_t lt_st_count(const lt_st_file *f);
-LT_API const lt_st_tensor *lt_st_at(const lt_st_file *f, size_t i);
+size_t lt_st_count(const lt_st_file *f);
+const lt_st_tensor *lt_st_at(const lt_st_file *f, size_t i);
 /* NULL when no tensor has that name. O(log n). */
-LT_API const lt_st_tensor *lt_st_find(const lt_st_file *f, const char *name);
+const lt_st_tensor *lt_st_find(const lt_st_file *f, const char *name);
 /* The "__metadata__" value for key; NULL if absent. */
-LT_API const char *lt_st_meta(const lt_st_file *f, const char *key);
+const char *lt_st_meta(const lt_st_file *f, const char *key);
 /* Unmaps and frees; NULL is allowed. */
-LT_API void lt_st_close(lt_st_file *f);
+void lt_st_close(lt_st_file *f);
 
 #endif
