@@ -4,18 +4,32 @@
  * Thread-safety: main thread only. ltrun and the trainer load every plugin
  * before starting workers or threads, so nothing here takes a lock; a program
  * that loads plugins from several threads must serialize the calls itself. */
+#define _GNU_SOURCE /* dladdr1, RTLD_DL_LINKMAP */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <ctype.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include "registry_internal.h"
 
 #define STR2(x) #x
 #define STR(x) STR2(x)
-#ifndef LT_PLUGIN_INSTALL_DIR /* set by core/CMakeLists.txt; this for other builds */
+/* Set by core/CMakeLists.txt; these for other builds. The install path is
+ * only the fallback: the plugins are looked for relative to liblt.so or to
+ * the program that links the core (see plugin_dir_beside_core). */
+#ifndef LT_PLUGIN_INSTALL_DIR
 #define LT_PLUGIN_INSTALL_DIR "/usr/local/lib/lt/abi-" STR(LT_ABI_MAJOR)
+#endif
+#ifndef LT_PLUGIN_DIR_FROM_LIB
+#define LT_PLUGIN_DIR_FROM_LIB "lt/abi-" STR(LT_ABI_MAJOR)
+#endif
+#ifndef LT_PLUGIN_DIR_FROM_BIN
+#define LT_PLUGIN_DIR_FROM_BIN "../lib/lt/abi-" STR(LT_ABI_MAJOR)
 #endif
 
 /* ---- small helpers shared by registry*.c ------------------------------- */
@@ -99,6 +113,38 @@ lt_status lt_registry_add_dir(lt_registry *r, const char *dir) {
     return add_dir_unchecked(r, dir);
 }
 
+/* The built-in plugins' directory, from where this code was loaded, so an
+ * installed tree finds them wherever its prefix is moved: <dir of liblt.so>/
+ * lt/abi-<major>; or, in a program that links the core's objects itself
+ * (ltrun), <dir of the program>/../lib/lt/abi-<major>. Symlinks are resolved
+ * first (the plugins are beside the real file). False when the loader cannot
+ * say; then the configured install path is used. */
+static bool plugin_dir_beside_core(char out[PATH_MAX]) {
+    Dl_info info;
+    struct link_map *map = NULL;
+    if (!dladdr1((void *)plugin_dir_beside_core, &info, (void **)&map, RTLD_DL_LINKMAP) || !map)
+        return false;
+    char obj[PATH_MAX];
+    const char *rel = LT_PLUGIN_DIR_FROM_LIB;
+    if (map->l_name && map->l_name[0]) { /* a shared object: liblt.so */
+        if (!realpath(map->l_name, obj)) return false;
+    } else { /* the main program has no name in the link map; the kernel knows it */
+        ssize_t n = readlink("/proc/self/exe", obj, sizeof obj - 1);
+        if (n <= 0) return false;
+        obj[n] = 0;
+        rel = LT_PLUGIN_DIR_FROM_BIN;
+    }
+    char *slash = strrchr(obj, '/');
+    if (!slash) return false;
+    *slash = 0;
+    char joined[PATH_MAX];
+    int n = snprintf(joined, sizeof joined, "%s/%s", obj, rel);
+    if (n < 0 || (size_t)n >= sizeof joined) return false;
+    /* Without ".." where the directory exists: the path shows in "looked in". */
+    if (!realpath(joined, out)) memcpy(out, joined, (size_t)n + 1);
+    return true;
+}
+
 void lt_registry_add_default_dirs(lt_registry *r) {
     if (!r || r->default_dirs_added) return;
     r->default_dirs_added = true;
@@ -108,7 +154,8 @@ void lt_registry_add_default_dirs(lt_registry *r) {
     for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save))
         add_dir_unchecked(r, d);
     free(copy);
-    add_dir_unchecked(r, LT_PLUGIN_INSTALL_DIR);
+    char dir[PATH_MAX];
+    add_dir_unchecked(r, plugin_dir_beside_core(dir) ? dir : LT_PLUGIN_INSTALL_DIR);
 }
 
 /* ---- loading ------------------------------------------------------------- */
