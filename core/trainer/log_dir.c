@@ -14,9 +14,15 @@ lt_status lt_mkdirs(lt_run *r, const char *path, const char *key) {
         if (*p != '/' && !end) continue;
         *p = 0;
         struct stat sb;
-        if (mkdir(buf, 0777) != 0 && (errno != EEXIST || stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)))
-            return lt_run_fail(r, LT_ERR_IO, "cannot create directory %s: %s; set %s to a writable place",
-                               buf, errno == EEXIST ? "a file of that name exists" : strerror(errno), key);
+        if (mkdir(buf, 0777) != 0 && (errno != EEXIST || stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+            int e = errno;
+            /* A file in the way or no permission is cured in the config
+             * (refused: exit 2); a full disk or an I/O error is not. */
+            bool config = e == EEXIST || e == ENOTDIR || e == EACCES || e == EPERM || e == EROFS;
+            return lt_run_fail(r, config ? LT_ERR_INVALID : LT_ERR_IO,
+                               "cannot create directory %s: %s; set %s to a writable place", buf,
+                               e == EEXIST ? "a file of that name exists" : strerror(e), key);
+        }
         if (end) return LT_OK;
         *p = '/';
     }

@@ -44,9 +44,8 @@ check "nobatches: fails within 20 s ($(( $(now_ms) - T0 )) ms)" [ $(( $(now_ms) 
 
 # c. a file where the checkpoint directory should go
 touch "$IT_TMP/afile"
-# (any: trainer/log_dir.c reports this as an I/O error, 1, though the fix is
-# in the config)
-fails_with ckptdir any "checkpoint.dirpath" "${BASE[@]}" --set checkpoint.dirpath="$IT_TMP/afile/ckpt" --max-steps 5
+# (refused, 2: the fix is in the config)
+fails_with ckptdir 2 "checkpoint.dirpath" "${BASE[@]}" --set checkpoint.dirpath="$IT_TMP/afile/ckpt" --max-steps 5
 check "ckptdir: refused before training" bash -c "! grep -q 'epoch 0 done' '$IT_TMP/ckptdir.out'"
 
 # d. tampered checkpoint metadata (same length, so the header stays valid)
