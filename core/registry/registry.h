@@ -62,6 +62,12 @@ typedef struct lt_hook_info {
 const lt_hook_info *lt_hooks_of(lt_kind kind, size_t *count);
 size_t lt_desc_size(lt_kind kind); /* sizeof the newest descriptor of that kind */
 
+/* Calls fn once per plugin name of `kind` that a file in the search path
+ * carries (liblt-<kind>-<name>.so, lowercased), directories in search order,
+ * names sorted within a directory. Nothing is opened: load the name to use it. */
+void lt_registry_each_name(lt_registry *r, lt_kind kind, void (*fn)(void *user, const char *name),
+                           void *user);
+
 /* Every plugin file in the search path, for --list-plugins. */
 typedef struct lt_plugin_listing {
     const char *path;

@@ -174,6 +174,32 @@ void registry_installed_names(lt_registry *r, lt_kind kind, const char *skip, ch
     registry_each_file(r, visit_installed, &w);
 }
 
+typedef struct each_name_walk {
+    lt_kind kind;
+    void (*fn)(void *user, const char *name);
+    void *user;
+    char seen[4096];
+} each_name_walk;
+
+static bool visit_name_once(void *user, const char *dir, const char *file) {
+    (void)dir;
+    each_name_walk *w = user;
+    uint32_t kind;
+    char name[128];
+    if (!registry_parse_file_name(file, &kind, name, sizeof name) || kind != (uint32_t)w->kind ||
+        list_has(w->seen, name))
+        return true;
+    list_add(w->seen, sizeof w->seen, name);
+    w->fn(w->user, name);
+    return true;
+}
+
+void lt_registry_each_name(lt_registry *r, lt_kind kind, void (*fn)(void *user, const char *name),
+                           void *user) {
+    each_name_walk w = {.kind = kind, .fn = fn, .user = user};
+    registry_each_file(r, visit_name_once, &w);
+}
+
 /* ---- not found ------------------------------------------------------------ */
 
 static void dir_list(const lt_registry *r, char *buf, size_t len) {

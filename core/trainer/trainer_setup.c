@@ -169,29 +169,45 @@ static lt_status pick_strategy(lt_run *r) {
     return LT_OK;
 }
 
-/* Environments are chosen by score unless named, like Lightning's plugins. */
+/* Environments are chosen by score unless named, like Lightning's plugins:
+ * every environment plugin in the search path is asked (a third party's
+ * too); a file that does not load is passed over (--list-plugins says why).
+ * Ties go to the name met first (search order, then alphabetical). */
+typedef struct env_vote {
+    lt_run *r;
+    char best[128];
+    int best_score;
+} env_vote;
+
+static void score_environment(void *user, const char *name) {
+    env_vote *v = user;
+    const lt_plugin_header *d;
+    char err[512];
+    if (lt_registry_load(v->r->registry, LT_KIND_ENVIRONMENT, name, &d, err, sizeof err) != LT_OK) {
+        lt_log(NULL, LT_LOG_DEBUG, "environment '%s' passed over: %s", name, err);
+        return;
+    }
+    lt_ctx c;
+    lt_ctx_init(&c, LT_KIND_ENVIRONMENT, d->name, d, v->r->config);
+    int score = 0;
+    if (((const lt_environment_desc *)d)->score(&c, &score) != LT_OK) return;
+    lt_log(NULL, LT_LOG_DEBUG, "environment '%s' scores %d", d->name, score);
+    if (score > v->best_score) {
+        snprintf(v->best, sizeof v->best, "%s", name);
+        v->best_score = score;
+    }
+}
+
 static lt_status pick_environment(lt_run *r) {
     const char *e = cfg(r, "environment", "name");
     if (strcasecmp(e, "auto")) return load_plugin(r, &r->env, LT_KIND_ENVIRONMENT, e, "environment.name");
-    static const char *candidates[] = {"slurm", "mpi", "torchelastic", "lightning"};
-    const char *best = NULL;
-    int best_score = 0;
-    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
-        const lt_plugin_header *d;
-        char err[512];
-        if (lt_registry_load(r->registry, LT_KIND_ENVIRONMENT, candidates[i], &d, err, sizeof err) != LT_OK) continue;
-        lt_ctx c;
-        lt_ctx_init(&c, LT_KIND_ENVIRONMENT, d->name, d, r->config);
-        int score = 0;
-        if (((const lt_environment_desc *)d)->score(&c, &score) != LT_OK) continue;
-        lt_log(NULL, LT_LOG_DEBUG, "environment '%s' scores %d", d->name, score);
-        if (score > best_score) { best = candidates[i]; best_score = score; }
-    }
-    if (!best)
+    env_vote v = {.r = r};
+    lt_registry_each_name(r->registry, LT_KIND_ENVIRONMENT, score_environment, &v);
+    if (!v.best[0])
         return lt_run_fail(r, LT_ERR_NOT_FOUND, "environment.name = auto: no environment plugin is installed or none applies; "
                            "check --plugin-dir (ltrun --list-plugins) or name one, e.g. environment.name=lightning");
-    LT_CHECK(load_plugin(r, &r->env, LT_KIND_ENVIRONMENT, best, "environment.name (auto)"));
-    lt_log(NULL, LT_LOG_DEBUG, "environment '%s' chosen (score %d)", best, best_score);
+    LT_CHECK(load_plugin(r, &r->env, LT_KIND_ENVIRONMENT, v.best, "environment.name (auto)"));
+    lt_log(NULL, LT_LOG_DEBUG, "environment '%s' chosen (score %d)", v.best, v.best_score);
     return LT_OK;
 }
 

@@ -457,6 +457,31 @@ static void test_empty_data_dir(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "train-images-idx3-ubyte.gz"));
 }
 
+/* environment.name = auto asks every environment plugin in the search path,
+ * a third party's too (tpenv: lightning scored by LT_TP_ENV_SCORE): it wins
+ * with a higher score than the built-ins' and is passed over at 0. */
+static void env_choice(const char *score, const char *want) {
+    sets s;
+    base_sets(&s, g_tmp, NULL);
+    static const char *const dirs[] = {LT_TEST_PLUGIN_DIR, LT_TEST_BUILD_DIR "/test-plugins"};
+    lt_trainer_args a = {.struct_size = sizeof a, .sets = s.ptr, .nsets = s.n,
+                         .plugin_dirs = dirs, .nplugin_dirs = 2, .ignore_env = true};
+    setenv("LT_TP_ENV_SCORE", score, 1);
+    lt_trainer *t = NULL;
+    char err[2048] = "";
+    lt_status st = lt_trainer_new(&a, &t, err, sizeof err);
+    unsetenv("LT_TP_ENV_SCORE");
+    CU_ASSERT_EQUAL_FATAL(st, LT_OK);
+    printf("\n  LT_TP_ENV_SCORE=%s: %s", score, lt_trainer_summary(t));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lt_trainer_summary(t), want));
+    lt_trainer_free(t);
+}
+
+static void test_environment_auto_scores_every_plugin(void) {
+    env_choice("99", "environment tpenv");
+    env_choice("0", "environment lightning");
+}
+
 /* A plugin directory the user named must exist: --plugin-dir (plugin_dirs)
  * and trainer.plugin_dir, each named with where it came from. */
 static void test_missing_plugin_dir(void) {
@@ -573,6 +598,7 @@ int main(void) {
     CU_add_test(s, "f. args struct ending before ignore_env", test_short_args_struct);
     CU_add_test(s, "f. empty checkpoint path and default_root_dir", test_empty_paths);
     CU_add_test(s, "f. values the workers would refuse fail at lt_trainer_new", test_bad_values_refused_early);
+    CU_add_test(s, "environment auto: every environment plugin is scored", test_environment_auto_scores_every_plugin);
     int rc = lt_cunit_run();
     nftw(g_tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return rc;
