@@ -3,9 +3,13 @@
  * per-hook overrides, and hands out complete hook tables.
  *
  * Search order: directories added with lt_registry_add_dir (in order: the
- * --plugin-dir flags), then LT_PLUGIN_PATH (colon-separated), then the
- * install directory LT_PLUGIN_INSTALL_DIR. Plugins are never dlclosed (threads
- * they started may outlive any point the core could know is safe). */
+ * --plugin-dir flags, then trainer.plugin_dir), then LT_PLUGIN_PATH
+ * (colon-separated), then the built-in plugins' directory found at run time
+ * beside the core: <dir of liblt.so>/lt/abi-<major>, or for a program with
+ * the core linked in (ltrun) <its dir>/../lib/lt/abi-<major>, so a moved
+ * install still finds them; the configured install path only when that
+ * lookup fails. Plugins are never dlclosed (threads they started may
+ * outlive any point the core could know is safe). */
 #ifndef LT_REGISTRY_H
 #define LT_REGISTRY_H
 

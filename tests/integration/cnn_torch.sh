@@ -14,9 +14,7 @@ for p in python3 /usr/bin/python3; do
     if "$p" -c "import torch, safetensors, numpy" 2>/dev/null; then PY=$p; break; fi
 done
 if [ -z "$PY" ]; then
-    echo "cnn_torch: skipped: no python3 with torch, safetensors and numpy (pip install torch safetensors numpy)"
-    echo "PASS (skipped)"
-    exit 0
+    it_skip "no python3 with torch, safetensors and numpy (pip install torch safetensors numpy)"
 fi
 run_ltrun cnn --plugin-dir "$PLUGINS" --config "$SRC/examples/fashion_mnist/cnn.ini" \
     --set model.channels=8 --set model.hidden=32 --max-steps 150 --max-epochs 1 \

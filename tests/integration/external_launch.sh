@@ -40,7 +40,7 @@ COMMON_SLURM="SLURM_NTASKS=2 SLURM_NNODES=1 SLURM_NODEID=0 SLURM_JOB_NAME=lt SLU
 echo "external_launch: srun-style: SLURM_PROCID 0 and 1, rank 0 hosts the store on port $PORT"
 run_pair slurm "$COMMON_SLURM SLURM_PROCID=0 SLURM_LOCALID=0" "$COMMON_SLURM SLURM_PROCID=1 SLURM_LOCALID=1"
 
-PORT=$("$TCP_PORT" free)
+PORT=$("$TCP_PORT" pair) # lt's store takes MASTER_PORT + 1 under torchrun
 COMMON_TE="TORCHELASTIC_RUN_ID=lt-test WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 GROUP_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT"
 echo "external_launch: torchrun-style: RANK 0 and 1; lt's store on MASTER_PORT + 1"
 run_pair torchrun "$COMMON_TE RANK=0 LOCAL_RANK=0" "$COMMON_TE RANK=1 LOCAL_RANK=1"

@@ -82,8 +82,7 @@ check "cc ... \$(pkg-config --cflags --libs lt) builds it (exit $RC)" [ "$RC" -e
 [ "$RC" -eq 0 ] || show_tail "$IT_TMP/pc-build.out"
 
 if [ ! -e "$DATA/train-images-idx3-ubyte.gz" ]; then
-    echo "$IT_NAME: training skipped: no Fashion-MNIST in $DATA (install dataset-fashion-mnist) (SKIP)"
-    it_finish
+    it_skip "the install and both plugin builds passed, but the training part needs Fashion-MNIST in $DATA (install dataset-fashion-mnist)"
 fi
 # The model comes from the build tree (examples are not installed), in a
 # directory of its own so that every other plugin must come from the prefix.
