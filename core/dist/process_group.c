@@ -4,6 +4,7 @@
  * what it is waiting in to the store and reads the others', so ranks that
  * called different collectives get an error naming both instead of a hang. */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,18 @@ int lt_pg_size(const lt_pg *pg) { return pg->size; }
 const char *lt_pg_error(const lt_pg *pg) { return pg->error; }
 void lt_pg_abort(lt_pg *pg) { pg->b->abort(&pg->bctx, pg->g); }
 
+/* The group's error message: the first failure's. Collectives failing behind
+ * it (aborted, "failed earlier") would only hide the cause. */
+static void pg_fail(lt_pg *pg, const char *fmt, ...) LT_PRINTF(2, 3);
+static void pg_fail(lt_pg *pg, const char *fmt, ...) {
+    if (pg->failed) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pg->error, sizeof pg->error, fmt, ap);
+    va_end(ap);
+    pg->failed = true;
+}
+
 /* Collectives are numbered (the fingerprint check compares numbers across
  * ranks); send/recv (peer >= 0) are not, since only the pair takes part. */
 static lt_status issue(lt_pg *pg, lt_status st, lt_backend_work *bw, lt_work **out,
@@ -127,8 +140,8 @@ static lt_status issue(lt_pg *pg, lt_status st, lt_backend_work *bw, lt_work **o
         snprintf(what, sizeof what, "%s with rank %d (%zu %s)", op, peer, count, lt_dtype_name(t));
     *out = NULL;
     if (st != LT_OK) {
-        snprintf(pg->error, sizeof pg->error, "%s on group '%s' (rank %d): %s", what, pg->name,
-                 pg->rank, lt_last_error(&pg->bctx));
+        pg_fail(pg, "%s on group '%s' (rank %d): %s", what, pg->name, pg->rank,
+                lt_last_error(&pg->bctx));
         return st;
     }
     pthread_mutex_lock(&pg->pool_lock);
@@ -139,8 +152,7 @@ static lt_status issue(lt_pg *pg, lt_status st, lt_backend_work *bw, lt_work **o
     if (!w) {
         pg->b->wait(&pg->bctx, bw, -1);
         pg->b->free_work(&pg->bctx, bw);
-        snprintf(pg->error, sizeof pg->error, "%s on group '%s' (rank %d): out of memory", what,
-                 pg->name, pg->rank);
+        pg_fail(pg, "%s on group '%s' (rank %d): out of memory", what, pg->name, pg->rank);
         return LT_ERR_NOMEM;
     }
     w->pg = pg;
@@ -176,10 +188,9 @@ static lt_status check_fingerprints(lt_work *w) {
         const char *hash = strchr(other, '#');
         unsigned long long oseq = hash ? strtoull(hash + 1, NULL, 10) : 0;
         if (oseq == w->seq && strcmp(other, w->what)) {
-            snprintf(pg->error, sizeof pg->error,
-                     "ranks disagree on collective #%llu of group '%s': rank %d called %s but rank %d called %s; "
-                     "every rank must make the same collective calls in the same order (e.g. log with sync_dist on all ranks)",
-                     (unsigned long long)w->seq, pg->name, pg->rank, w->what, r, other);
+            pg_fail(pg, "ranks disagree on collective #%llu of group '%s': rank %d called %s but rank %d called %s; "
+                    "every rank must make the same collective calls in the same order (e.g. log with sync_dist on all ranks)",
+                    (unsigned long long)w->seq, pg->name, pg->rank, w->what, r, other);
             return LT_ERR_MISMATCH;
         }
     }
@@ -203,20 +214,17 @@ lt_status lt_work_wait(lt_work *w) {
             break;
         }
         if (lt_now() >= deadline) {
-            snprintf(pg->error, sizeof pg->error,
-                     "rank %d: %s on group '%s' did not finish within %lld s (strategy.timeout_s); a peer is stuck or gone",
-                     pg->rank, w->what, pg->name, (long long)(pg->timeout_ms / 1000));
+            pg_fail(pg, "rank %d: %s on group '%s' did not finish within %lld s (strategy.timeout_s); a peer is stuck or gone",
+                    pg->rank, w->what, pg->name, (long long)(pg->timeout_ms / 1000));
             pg->b->abort(&pg->bctx, pg->g);
             break;
         }
     }
     /* Once a collective of the group failed, the ones queued behind it fail
      * too (aborted, "failed earlier"): the first failure's message and
-     * published fingerprint are what names the cause, so later ones keep
-     * them instead of replacing them. */
-    if (st != LT_OK && pg->failed) goto done;
-    if (st != LT_OK) pg->failed = true;
-    if (st != LT_OK && st != LT_ERR_MISMATCH && st != LT_ERR_TIMEOUT) {
+     * published fingerprint name the cause, so later ones neither publish
+     * nor replace them. */
+    if (st != LT_OK && !pg->failed && st != LT_ERR_MISMATCH && st != LT_ERR_TIMEOUT) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", lt_last_error(&pg->bctx));
         /* A backend may fail fast on a mismatch (sizes differ): give the peers
@@ -228,10 +236,9 @@ lt_status lt_work_wait(lt_work *w) {
         }
         if (fp == LT_ERR_MISMATCH) st = LT_ERR_MISMATCH;
         else
-            snprintf(pg->error, sizeof pg->error, "rank %d: %s on group '%s' failed: %s", pg->rank, w->what,
-                     pg->name, *msg ? msg : lt_status_str(st));
+            pg_fail(pg, "rank %d: %s on group '%s' failed: %s", pg->rank, w->what, pg->name,
+                    *msg ? msg : lt_status_str(st));
     }
-done:
     pg->b->free_work(&pg->bctx, w->w);
     pthread_mutex_lock(&pg->pool_lock);
     w->next = pg->free_works;

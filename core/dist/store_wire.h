@@ -1,4 +1,4 @@
-/* The rendezvous store's wire protocol, shared by the client (store.c) and the
+/* The rendezvous store's wire protocol, shared by the client (store_client.c) and the
  * server (store_server.c). Internal to liblt.
  *
  * Every message, either way, is one frame:

@@ -6,6 +6,11 @@
 
 #define LTRUN_MAX 256
 
+/* ltrun's exit statuses (the rule is written out in main.c): 0 done, 1 any
+ * failure a rerun might not repeat, 2 refused: the same input fails the same
+ * way every time, so the launcher does not restart it. */
+#define EXIT_REFUSED 2
+
 typedef struct ltrun_args {
     const char *config;
     const char *plugin_dirs[LTRUN_MAX];

@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "args.h"
 #include "launcher.h"
 #include "lt/store.h"
 #include "dist/store_server.h"
@@ -35,10 +36,9 @@ extern char **environ;
 #define REAP_S 2.0  /* after SIGKILL: the 5 s promised in total */
 #define SEED_KEY "ltrun/seed"
 #define RESUME_KEY "ltrun/resume/%d"
-/* Worker exit statuses: 2 = ltrun refused its configuration or input (as
- * core/ltrun/main.c's EXIT_REFUSED; ltrun exits 2 too when that rank's is
- * the failure it reports), 127 = the worker could not be executed. */
-#define EXIT_REFUSED 2
+/* Worker exit statuses: EXIT_REFUSED (args.h) = the worker refused its
+ * configuration or input (ltrun exits 2 too when that rank's is the failure
+ * it reports), 127 = the worker could not be executed. */
 #define EXIT_NO_EXEC 127
 
 typedef struct worker {

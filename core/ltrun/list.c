@@ -7,9 +7,6 @@
 #include "args.h"
 #include "registry/registry.h"
 
-/* Exit statuses as main.c's: 2 refused (the command line), 1 other failures. */
-#define EXIT_REFUSED 2
-
 /* NULL after printing why, with ltrun's exit status in *rc: out of memory
  * (1), or a --plugin-dir that is not a directory (2; LT_PLUGIN_PATH entries
  * may be missing, like PATH entries). */

@@ -18,8 +18,7 @@
  *      not restart a worker that exits 2 before training (launcher.c,
  *      cannot_cure) and exits 2 itself when a rank refused;
  *   1  anything else: data or I/O errors, timeouts, a lost rank.
- * ltrun's flag parser returns 2 itself (args.c). */
-#define EXIT_REFUSED 2
+ * ltrun's flag parser returns 2 itself (args.c); EXIT_REFUSED is in args.h. */
 
 static int exit_status(lt_status st) {
     switch (st) {
@@ -28,6 +27,8 @@ static int exit_status(lt_status st) {
     case LT_ERR_ABI:         /* a plugin built for another ABI */
     case LT_ERR_UNSUPPORTED: /* a valid request this build or plugin does not do */
     case LT_ERR_MISMATCH:    /* inputs or ranks that disagree: deterministic, not transient */
+    case LT_ERR_STATE:       /* a plugin breaking a hook's contract (no default group,
+                                no buckets): it fails the same way every time */
         return EXIT_REFUSED;
     default:
         return 1;

@@ -4,7 +4,7 @@
  * config validation uses them to accept `[strategy] init_dist_connection = ...`.
  *
  * Every hook of every descriptor is listed, in declaration order;
- * test_loader checks the lists against the structs. The tables are writable
+ * test_registry (test_hook_tables) checks the lists against the structs. The tables are writable
  * only so lt_hooks_set_default can install defaults written elsewhere. */
 #include <string.h>
 #include "lt/lt.h"

@@ -118,7 +118,7 @@ lt_status lt_registry_add_dir(lt_registry *r, const char *dir) {
  * lt/abi-<major>; or, in a program that links the core's objects itself
  * (ltrun), <dir of the program>/../lib/lt/abi-<major>. Symlinks are resolved
  * first (the plugins are beside the real file). False when the loader cannot
- * say; then the configured install path is used. */
+ * say or no such directory exists; then the configured install path is used. */
 static bool plugin_dir_beside_core(char out[PATH_MAX]) {
     Dl_info info;
     struct link_map *map = NULL;
@@ -140,9 +140,10 @@ static bool plugin_dir_beside_core(char out[PATH_MAX]) {
     char joined[PATH_MAX];
     int n = snprintf(joined, sizeof joined, "%s/%s", obj, rel);
     if (n < 0 || (size_t)n >= sizeof joined) return false;
-    /* Without ".." where the directory exists: the path shows in "looked in". */
-    if (!realpath(joined, out)) memcpy(out, joined, (size_t)n + 1);
-    return true;
+    /* Only a directory that exists (a build tree has none beside it: then
+     * the configured install path), without "..": it shows in "looked in". */
+    struct stat st;
+    return realpath(joined, out) && stat(out, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 void lt_registry_add_default_dirs(lt_registry *r) {

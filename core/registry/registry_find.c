@@ -41,8 +41,6 @@ bool registry_parse_file_name(const char *file, uint32_t *kind, char *name, size
     return false;
 }
 
-/* Kept for registry_override.c; the distance itself is config.c's. */
-
 /* ---- directory walking ---------------------------------------------------- */
 
 void registry_each_file(lt_registry *r, bool (*fn)(void *user, const char *dir, const char *file),

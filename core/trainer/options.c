@@ -51,6 +51,17 @@ static bool flag(reader *r, const char *sec, const char *key) {
 
 static void copy(char *dst, size_t len, const char *src) { snprintf(dst, len, "%s", src); }
 
+/* A key's text into a field of the options; longer than the field is
+ * refused, never cut (a cut seed or path would silently be another one). */
+static lt_status copy_key(reader *r, char *dst, size_t len, const char *sec, const char *key) {
+    const char *v = str(r, sec, key);
+    if (strlen(v) >= len)
+        return fail(r, "%s.%s (%s) is %zu characters; at most %zu are supported: shorten it",
+                    sec, key, lt_config_origin(r->c, sec, key), strlen(v), len - 1);
+    copy(dst, len, v);
+    return LT_OK;
+}
+
 /* A fraction in [0, 1] or a count of batches (Lightning's limit_*_batches). */
 static lt_status limit(reader *r, const char *key, double *out) {
     const char *v = str(r, "trainer", key);
@@ -81,8 +92,8 @@ static lt_status read_loop(reader *r, lt_loop_options *o) {
     if (!(o->clip_val >= 0))
         return fail(r, "trainer.gradient_clip_val = %g must be >= 0 (0: no clipping)", o->clip_val);
     if (o->clip_val > 0 && strcasecmp(str(r, "trainer", "gradient_clip_algorithm"), "norm")) {
-        fail(r, "trainer.gradient_clip_algorithm = '%s': only norm is supported",
-             str(r, "trainer", "gradient_clip_algorithm"));
+        fail(r, "trainer.gradient_clip_algorithm = '%s' (%s): only norm is supported; set it to norm",
+             str(r, "trainer", "gradient_clip_algorithm"), lt_config_origin(r->c, "trainer", "gradient_clip_algorithm"));
         return r->st = LT_ERR_UNSUPPORTED;
     }
     LT_CHECK(limit(r, "limit_train_batches", &o->limit_train));
@@ -94,19 +105,21 @@ static lt_status read_loop(reader *r, lt_loop_options *o) {
     o->num_sanity_val = i64(r, "trainer", "num_sanity_val_steps");
     o->progress_bar = flag(r, "trainer", "enable_progress_bar");
     o->num_nodes = (int)i64(r, "trainer", "num_nodes");
-    copy(o->seed, sizeof o->seed, str(r, "trainer", "seed"));
+    LT_CHECK(copy_key(r, o->seed, sizeof o->seed, "trainer", "seed"));
     copy(o->seed_origin, sizeof o->seed_origin, lt_config_origin(r->c, "trainer", "seed"));
     return LT_OK;
 }
 
 static lt_status read_data(reader *r, lt_data_options *o) {
-    copy(o->dir, sizeof o->dir, str(r, "data", "dir"));
+    LT_CHECK(copy_key(r, o->dir, sizeof o->dir, "data", "dir"));
     copy(o->dir_origin, sizeof o->dir_origin, lt_config_origin(r->c, "data", "dir"));
     o->mean = f64(r, "data", "normalize_mean");
     o->std = f64(r, "data", "normalize_std");
     o->batch_size = i64(r, "data", "batch_size");
     o->val_batch_size = i64(r, "data", "val_batch_size");
-    if (o->batch_size < 1) return fail(r, "data.batch_size = %lld must be >= 1", (long long)o->batch_size);
+    if (o->batch_size < 1)
+        return fail(r, "data.batch_size = %lld (%s) must be >= 1", (long long)o->batch_size,
+                    lt_config_origin(r->c, "data", "batch_size"));
     if (o->val_batch_size <= 0) o->val_batch_size = o->batch_size;
     o->val_split = i64(r, "data", "val_split");
     o->shuffle = flag(r, "data", "shuffle");
@@ -117,21 +130,24 @@ static lt_status read_data(reader *r, lt_data_options *o) {
 }
 
 static lt_status read_logs_and_checkpoints(reader *r, lt_log_options *l, lt_ckpt_options *k) {
-    copy(l->root_dir, sizeof l->root_dir, str(r, "trainer", "default_root_dir"));
+    LT_CHECK(copy_key(r, l->root_dir, sizeof l->root_dir, "trainer", "default_root_dir"));
     l->csv = true;
     lt_config_bool(r->c, "logger", "csv", &l->csv, NULL, 0);
-    copy(l->name, sizeof l->name, *str(r, "logger", "name") ? str(r, "logger", "name") : "lt_logs");
-    copy(l->version, sizeof l->version, str(r, "logger", "version"));
+    LT_CHECK(copy_key(r, l->name, sizeof l->name, "logger", "name"));
+    if (!l->name[0]) copy(l->name, sizeof l->name, "lt_logs");
+    LT_CHECK(copy_key(r, l->version, sizeof l->version, "logger", "version"));
     k->enabled = flag(r, "trainer", "enable_checkpointing");
-    copy(k->monitor, sizeof k->monitor, str(r, "checkpoint", "monitor"));
+    LT_CHECK(copy_key(r, k->monitor, sizeof k->monitor, "checkpoint", "monitor"));
     const char *mode = str(r, "checkpoint", "mode");
     k->monitor_max = !strcasecmp(mode, "max");
     if (!k->monitor_max && strcasecmp(mode, "min")) return fail(r, "checkpoint.mode = '%s': use min or max", mode);
     k->save_last = flag(r, "checkpoint", "save_last");
     k->save_top_k = i64(r, "checkpoint", "save_top_k");
-    const char *dirpath = str(r, "checkpoint", "dirpath");
-    if (*dirpath) copy(k->dir, sizeof k->dir, dirpath);
-    else snprintf(k->dir, sizeof k->dir, "%.900s/checkpoints", l->root_dir);
+    LT_CHECK(copy_key(r, k->dir, sizeof k->dir, "checkpoint", "dirpath"));
+    if (!k->dir[0] && strlen(l->root_dir) + sizeof "/checkpoints" > sizeof k->dir)
+        return fail(r, "trainer.default_root_dir is too long to hold checkpoints/ (at most %zu "
+                    "characters); shorten it or set checkpoint.dirpath", sizeof k->dir - sizeof "/checkpoints");
+    if (!k->dir[0]) snprintf(k->dir, sizeof k->dir, "%s/checkpoints", l->root_dir);
     return LT_OK;
 }
 
@@ -139,7 +155,7 @@ static lt_status read_optim(reader *r, lt_optim_options *oo) {
     lt_optim_config *o = &oo->cfg;
     memset(o, 0, sizeof *o);
     o->struct_size = sizeof *o;
-    copy(o->name, sizeof o->name, str(r, "optimizer", "name"));
+    LT_CHECK(copy_key(r, o->name, sizeof o->name, "optimizer", "name"));
     o->lr = f64(r, "optimizer", "lr");
     o->momentum = f64(r, "optimizer", "momentum");
     o->dampening = f64(r, "optimizer", "dampening");
@@ -148,7 +164,7 @@ static lt_status read_optim(reader *r, lt_optim_options *oo) {
     o->beta1 = f64(r, "optimizer", "beta1");
     o->beta2 = f64(r, "optimizer", "beta2");
     o->eps = f64(r, "optimizer", "eps");
-    copy(o->scheduler, sizeof o->scheduler, str(r, "scheduler", "name"));
+    LT_CHECK(copy_key(r, o->scheduler, sizeof o->scheduler, "scheduler", "name"));
     o->step_size = i64(r, "scheduler", "step_size");
     o->gamma = f64(r, "scheduler", "gamma");
     o->warmup_steps = i64(r, "scheduler", "warmup_steps");

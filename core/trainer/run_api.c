@@ -10,7 +10,7 @@ const lt_world *lt_run_world(const lt_run *run) { return &run->world; }
 
 lt_status lt_run_flat(lt_run *run, lt_flat *out) {
     if (!run->model || !run->model->params_flat) {
-        lt_set_error(NULL, "lt_run_flat: the flat buffers do not exist before configure_ddp");
+        lt_set_error(NULL, "lt_run_flat: the flat buffers do not exist before the model is made (precision setup)");
         return LT_ERR_STATE;
     }
     out->params = run->model->params_flat;
@@ -46,7 +46,7 @@ lt_pg *lt_run_default_group(lt_run *run) { return run->default_pg; }
 lt_status lt_run_params(lt_run *run, const lt_param_view **out, size_t *count) {
     lt_model *m = run->model;
     if (!m || !m->params_flat) {
-        lt_set_error(NULL, "lt_run_params: the parameters do not exist before configure_ddp");
+        lt_set_error(NULL, "lt_run_params: the parameters do not exist before the model is made (precision setup)");
         return LT_ERR_STATE;
     }
     if (!run->param_views) {
@@ -90,11 +90,14 @@ static lt_status check_cover(const lt_bucket_view *b, size_t n, size_t total) {
     for (size_t i = 0; i < n && st == LT_OK; i++) {
         size_t idx = (size_t)(s[i] - b);
         if (s[i]->count == 0 || s[i]->offset != at || s[i]->count > total - s[i]->offset) {
+            char why[96];
+            if (s[i]->count == 0) snprintf(why, sizeof why, "is empty");
+            else if (s[i]->offset > at) snprintf(why, sizeof why, "leaves a gap before it");
+            else if (s[i]->offset < at) snprintf(why, sizeof why, "overlaps bucket %zu", (size_t)(s[i - 1] - b));
+            else snprintf(why, sizeof why, "runs past the end");
             lt_set_error(NULL, "lt_run_set_buckets: bucket %zu [%zu, +%zu) %s; buckets must cover "
                          "the %zu gradient elements exactly once", idx, s[i]->offset, s[i]->count,
-                         s[i]->count == 0 ? "is empty"
-                         : s[i]->offset > at ? "leaves a gap before it"
-                         : s[i]->offset < at ? "overlaps another" : "runs past the end", total);
+                         why, total);
             st = LT_ERR_INVALID;
         }
         at = s[i]->offset + s[i]->count;
@@ -110,7 +113,7 @@ static lt_status check_cover(const lt_bucket_view *b, size_t n, size_t total) {
 
 lt_status lt_run_set_buckets(lt_run *run, const lt_bucket_view *buckets, size_t count) {
     if (!run->model || !run->model->params_flat) {
-        lt_set_error(NULL, "lt_run_set_buckets: the gradients do not exist before configure_ddp");
+        lt_set_error(NULL, "lt_run_set_buckets: the gradients do not exist before the model is made (precision setup)");
         return LT_ERR_STATE;
     }
     if (!buckets || count == 0) {

@@ -335,6 +335,9 @@ static void read_launch_info(lt_trainer *t) {
  * the launching process evaluates with the same count afterwards. */
 static void share_cores_for_spawn(lt_run *r) {
     if (r->launch != LT_LAUNCH_SPAWN || r->devices.count < 1) return;
+    bool external = false; /* a launcher started this worker: nothing is forked */
+    lt_ctx c = r->env.ctx;
+    if (LT_ENV(r)->creates_processes_externally(&c, &external) != LT_OK || external) return;
     if (!lt_config_value(r->config, "accelerator", "num_threads")) return;
     if (lt_config_source_of(r->config, "accelerator", "num_threads") != LT_SRC_DEFAULT) return;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);

@@ -272,7 +272,7 @@ lt_status lt_trainer_setup_worker(lt_trainer *t) {
     st = LT_STRAT(r)->init_dist_connection(&r->strategy.ctx, r);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "init_dist_connection", st);
     if (r->world.world_size > 1 && !r->default_pg)
-        return lt_run_fail(r, LT_ERR_PLUGIN, "strategy '%s': init_dist_connection left no default process "
+        return lt_run_fail(r, LT_ERR_STATE, "strategy '%s': init_dist_connection left no default process "
                            "group; it must call lt_run_new_group and lt_run_set_default_group (or the "
                            "original hook)", r->strategy.ctx.name);
     /* One seed for the job: without trainer.seed each process drew its own,

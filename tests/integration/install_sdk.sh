@@ -13,6 +13,9 @@
 source "$(dirname "$0")/common.sh"
 IT_NAME=install_sdk
 SRC=$3 BUILD=$6 CMAKE=${7:-cmake} CC=${8:-cc}
+# lib, lib64 or lib/<multiarch>, as GNUInstallDirs chose at configure time
+LIBDIR=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+LIBDIR=${LIBDIR:-lib}
 DATA=/usr/share/datasets/fashion-mnist
 IT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/lt-$IT_NAME.XXXXXX")
 IT_FAILS=0
@@ -38,8 +41,8 @@ for f in include/lt/lt.h include/lt/strategy.h lib/liblt.so lib/liblt.so.1 bin/l
     check "installed $f" [ -e "$P/$f" ]
 done
 RUNPATH=$(readelf -d "$P/bin/ltrun" 2>/dev/null | sed -n 's/.*R\(UN\)\{0,1\}PATH.*\[\(.*\)\]/\2/p')
-check "bin/ltrun has the relative RUNPATH \$ORIGIN/../lib (it has '$RUNPATH')" [ "$RUNPATH" = '$ORIGIN/../lib' ]
-EXAMPLES=$(ls "$P/lib/lt/abi-1" 2>/dev/null | grep -E 'fashion_mnist|ddp_logged|embed' | tr '\n' ' ')
+check "bin/ltrun has the relative RUNPATH \$ORIGIN/../$LIBDIR (it has '$RUNPATH')" [ "$RUNPATH" = "\$ORIGIN/../$LIBDIR" ]
+EXAMPLES=$(ls "$P/$LIBDIR/lt/abi-1" 2>/dev/null | grep -E 'fashion_mnist|ddp_logged|embed' | tr '\n' ' ')
 check "no example installed as a plugin (${EXAMPLES:-none})" [ -z "$EXAMPLES" ]
 
 echo "$IT_NAME: the moved ltrun finds its built-in plugins"
@@ -47,8 +50,8 @@ echo "$IT_NAME: the moved ltrun finds its built-in plugins"
 RC=$?
 check "ltrun --list-plugins exits 0" [ "$RC" -eq 0 ]
 check "lists strategy ddp from the moved prefix" \
-    grep -qE "^strategy +ddp .* $P/lib/lt/abi-1/liblt-strategy-ddp\.so$" "$IT_TMP/list.out"
-check "lists backend gloo from the moved prefix" grep -qE "^backend +gloo .* $P/lib/lt/abi-1/" "$IT_TMP/list.out"
+    grep -qE "^strategy +ddp .* $P/$LIBDIR/lt/abi-1/liblt-strategy-ddp\.so$" "$IT_TMP/list.out"
+check "lists backend gloo from the moved prefix" grep -qE "^backend +gloo .* $P/$LIBDIR/lt/abi-1/" "$IT_TMP/list.out"
 check "lists nothing from the build tree" bash -c "! grep -qF '$BUILD' '$IT_TMP/list.out'"
 check "lists no example plugin" bash -c "! grep -qE 'fashion_mnist|ddp_logged' '$IT_TMP/list.out'"
 [ "$IT_FAILS" -eq 0 ] || show_tail "$IT_TMP/list.out" 14
@@ -60,16 +63,18 @@ CS=$IT_TMP/cs-cmake
 RC=$?
 check "configures and builds (exit $RC)" [ "$RC" -eq 0 ]
 if [ "$RC" -ne 0 ]; then show_tail "$IT_TMP/cs-configure.out"; show_tail "$IT_TMP/cs-build.out"; fi
-check "found lt in the moved prefix" grep -qx "lt_DIR:PATH=$P/lib/cmake/lt" "$CS/CMakeCache.txt"
+check "found lt in the moved prefix" grep -qx "lt_DIR:PATH=$P/$LIBDIR/cmake/lt" "$CS/CMakeCache.txt"
 check "built plugins/liblt-strategy-ddp_logged.so" [ -e "$CS/plugins/liblt-strategy-ddp_logged.so" ]
-"$CMAKE" --install "$CS" --prefix "$IT_TMP/cs-installed" >/dev/null 2>&1
+"$CMAKE" --install "$CS" --prefix "$IT_TMP/cs-installed" >"$IT_TMP/cs-install.out" 2>&1
+RC=$?
+check "its cmake --install runs (exit $RC)" [ "$RC" -eq 0 ]
 check "its cmake --install installs nothing (not asked to)" \
     [ -z "$(find "$IT_TMP/cs-installed" -type f 2>/dev/null)" ]
 
 echo "$IT_NAME: the same plugin built with pkg-config"
 PC=$IT_TMP/cs-pc
 mkdir -p "$PC"
-FLAGS=$(PKG_CONFIG_PATH=$P/lib/pkgconfig pkg-config --cflags --libs lt)
+FLAGS=$(PKG_CONFIG_PATH=$P/$LIBDIR/pkgconfig pkg-config --cflags --libs lt)
 RC=$?
 echo "  pkg-config --cflags --libs lt: $FLAGS"
 check "pkg-config knows lt (exit $RC)" [ "$RC" -eq 0 ]
@@ -99,7 +104,7 @@ for how in cmake pc; do
     echo "$IT_NAME: the moved ltrun trains 20 steps on 2 ranks with ddp_logged built with $how"
     "$LTRUN" --list-plugins --plugin-dir "$dir" --plugin-dir "$MODELS" >"$IT_TMP/list-$how.out" 2>&1
     check "ddp_logged is found in $dir" grep -qE "^strategy +ddp_logged +.* ddp +$dir/" "$IT_TMP/list-$how.out"
-    check "its base ddp is the installed one" grep -qE "^strategy +ddp .* $P/lib/lt/abi-1/" "$IT_TMP/list-$how.out"
+    check "its base ddp is the installed one" grep -qE "^strategy +ddp .* $P/$LIBDIR/lt/abi-1/" "$IT_TMP/list-$how.out"
     run_ltrun "train-$how" "${SMALL[@]}" --plugin-dir "$dir" --plugin-dir "$MODELS" --strategy ddp_logged \
         --devices 2 --set trainer.max_steps=20 --default-root-dir "$IT_TMP/run-$how"
     check "ltrun exits 0" [ "$RC" -eq 0 ]

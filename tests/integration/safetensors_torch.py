@@ -35,7 +35,7 @@ if torch is None and np is None:
     print("skipped: python3 can import neither torch nor numpy")
     sys.exit(0)
 
-# Mirrors `sample` in tests/unit/test_safetensors.c: name -> (dtype, shape, values).
+# Mirrors `sample` in tests/unit/io/test_safetensors.c: name -> (dtype, shape, values).
 # F16/BF16 values are exactly representable, so equality is exact.
 SAMPLE = {
     "layer.0.weight": ("F32", [2, 3], [1.0, -2.5, 3.25, 0.0, 1e-3, 6.0]),

@@ -7,6 +7,7 @@
  * port some other program already holds. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,14 +37,20 @@ int main(int argc, char **argv) {
     }
     int port = 0;
     int fd = bind_port(hold && argc >= 3 ? atoi(argv[2]) : 0, &port);
-    for (int tries = 0; pair && fd >= 0 && tries < 100; tries++) {
+    bool paired = !pair;
+    for (int tries = 0; pair && fd >= 0 && tries < 100 && !paired; tries++) {
         int next, fd2 = port < 65535 ? bind_port(port + 1, &next) : -1;
         if (fd2 >= 0) {
             close(fd2);
+            paired = true;
             break;
         }
         close(fd);
         fd = bind_port(0, &port);
+    }
+    if (fd >= 0 && !paired) {
+        fprintf(stderr, "tcp_port: no free pair of neighbouring ports found in 100 tries\n");
+        return 1;
     }
     if (fd < 0 || (hold && listen(fd, 16))) {
         perror("tcp_port");

@@ -37,7 +37,6 @@ lt_status buckets_adopt(bucket_plan *p, const lt_bucket_view *v, size_t n) {
         p->b[i].count = v[i].count;
     }
     p->n = (int)n;
-    p->from = v;
     buckets_reset(p);
     return LT_OK;
 }

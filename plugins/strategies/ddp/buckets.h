@@ -22,7 +22,6 @@ typedef struct bucket_plan {
     bucket *b;
     int n;
     int next_launch;       /* buckets launch in order, so every rank issues the same sequence */
-    const lt_bucket_view *from; /* the run's published buckets this plan was made from */
 } bucket_plan;
 
 /* ddp's cut of `total` elements: from the end of the flat buffer backwards,

@@ -165,6 +165,14 @@ static void plan_free(lt_run *run, ddp *d) {
     buckets_free(&d->plan);
 }
 
+/* By content: the run frees a replaced cut, so a new one may reuse its address. */
+static bool plan_matches(const bucket_plan *p, const lt_bucket_view *v, size_t n) {
+    if (!p->b || p->n != (int)n) return false;
+    for (size_t i = 0; i < n; i++)
+        if (p->b[i].start != v[i].offset || p->b[i].count != v[i].count) return false;
+    return true;
+}
+
 static lt_status plan_sync(lt_ctx *ctx, lt_run *run, ddp *d) {
     const lt_bucket_view *v;
     size_t n;
@@ -173,7 +181,7 @@ static lt_status plan_sync(lt_ctx *ctx, lt_run *run, ddp *d) {
         lt_set_error(ctx, "no gradient buckets: configure_ddp must publish them (lt_run_set_buckets)");
         return LT_ERR_STATE;
     }
-    if (d->plan.from == v && d->plan.n == (int)n) return LT_OK;
+    if (plan_matches(&d->plan, v, n)) return LT_OK;
     plan_free(run, d);
     LT_CHECK(lt_run_flat(run, &d->flat));
     LT_CHECK(buckets_adopt(&d->plan, v, n));
@@ -233,6 +241,11 @@ static lt_status ddp_before_optimizer_step(lt_ctx *ctx, lt_run *run) {
     ddp *d;
     lt_pg *pg;
     LT_CHECK(state(ctx, &d));
+    if (!d->plan.b) {
+        lt_set_error(ctx, "ddp's before_optimizer_step ran without ddp's on_backward_start; a "
+                     "replacement of on_backward_start must call the original");
+        return LT_ERR_STATE;
+    }
     if (!d->sync) return LT_OK;
     LT_CHECK(group(ctx, run, &pg));
     /* Buckets not launched yet (overlap off): all at once, in order. */

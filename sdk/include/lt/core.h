@@ -63,7 +63,9 @@ LT_API lt_status lt_ctx_set_keyed_state(lt_ctx *ctx, const void *key, void *stat
  *     const lt_strategy_desc *orig = lt_ctx_original(ctx, "init_dist_connection");
  *     lt_status st = orig->init_dist_connection(ctx, run);
  * NULL when `hook` was not replaced that way in this context. (A plugin with
- * `base` reaches its base through the header's `super` slot instead.) */
+ * `base` reaches its base through the header's `super` slot instead.) The
+ * config gives each hook one value, so the table returned never holds the
+ * caller itself. */
 LT_API const void *lt_ctx_original(const lt_ctx *ctx, const char *hook);
 /* The name the user picked this plugin by, and its kind. */
 LT_API const char *lt_ctx_name(const lt_ctx *ctx);

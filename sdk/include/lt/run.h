@@ -75,10 +75,11 @@ typedef struct lt_bucket_view {
  * backward completes them: gradients arrive from the end of the flat buffer
  * towards its start). The buckets must cover [0, lt_flat.count) exactly
  * once; the run copies them. ddp's configure_ddp publishes its cut here and
- * ddp's gradient hooks communicate whatever is published when the first
- * backward starts, so an override that calls the original configure_ddp may
- * publish another cut after it. LT_ERR_INVALID (with a message naming the
- * bucket) for a gap, an overlap or a range past the end. */
+ * ddp's gradient hooks communicate whatever is published when each backward
+ * starts, so an override that calls the original configure_ddp may publish
+ * another cut after it. LT_ERR_INVALID (with a message naming the bucket)
+ * for a gap, an overlap or a range past the end; LT_ERR_STATE before the
+ * model exists. */
 LT_API lt_status lt_run_set_buckets(lt_run *run, const lt_bucket_view *buckets, size_t count);
 /* The published buckets (count 0 before configure_ddp published any). */
 LT_API lt_status lt_run_buckets(lt_run *run, const lt_bucket_view **out, size_t *count);
