@@ -164,6 +164,8 @@ static lt_status pick_strategy(lt_run *r) {
     lt_config_int(r->config, "trainer", "num_nodes", &nodes, NULL, 0);
     if (!strcasecmp(s, "auto")) s = (r->devices.count > 1 || nodes > 1) ? "ddp" : "single_device";
     LT_CHECK(load_plugin(r, &r->strategy, LT_KIND_STRATEGY, s, "trainer.strategy"));
+    /* Asked after the path:symbol overrides, so launch_kind can be one. */
+    LT_CHECK(apply_overrides(r, &r->strategy, LT_KIND_STRATEGY));
     lt_status st = LT_STRAT(r)->launch_kind(&r->strategy.ctx, &r->launch);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "launch_kind", st);
     return LT_OK;
@@ -388,7 +390,6 @@ static lt_status resolve(lt_trainer *t, const lt_trainer_args *a) {
     LT_CHECK(pick_precision(r));
     LT_CHECK(apply_overrides(r, &r->precision, LT_KIND_PRECISION));
     LT_CHECK(pick_strategy(r));
-    LT_CHECK(apply_overrides(r, &r->strategy, LT_KIND_STRATEGY));
     LT_CHECK(pick_environment(r));
     LT_CHECK(apply_overrides(r, &r->env, LT_KIND_ENVIRONMENT));
     LT_CHECK(pick_backend(r));
