@@ -18,9 +18,27 @@ static const char *base_name(const char *path) {
     return s ? s + 1 : path;
 }
 
+/* A plugin calls lt_* through the dynamic linker, which finds the first
+ * definition in the process: the program's when it links the core's objects
+ * and exports them (lt_link_internal), else liblt.so's. Either way it must be
+ * this very code; a program holding a private copy of the core would split
+ * the error slot, the log level and the run between two copies. */
+static bool core_is_shared(void) {
+    void *seen = dlsym(RTLD_DEFAULT, "lt_set_error");
+    void (*mine)(lt_ctx *, const char *, ...) = lt_set_error;
+    return seen && memcmp(&seen, &mine, sizeof seen) == 0;
+}
+
 lt_status registry_open(const registry_target *t, const lt_plugin_header *const **list,
                         char *err, size_t errlen) {
     const char *kind = lt_kind_name(t->kind);
+    if (!core_is_shared()) {
+        registry_err(err, errlen, "%s '%s' (%s): not loaded: this program has a private copy of "
+                     "lt's core that plugins would not reach; link it with liblt.so, or with "
+                     "lt_link_internal (cmake/LtInternal.cmake), which exports the copy",
+                     kind, t->label, t->path);
+        return LT_ERR_ABI;
+    }
     void *h = dlopen(t->path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         registry_err(err, errlen, "%s '%s' (%s): cannot load: %s; rebuild it as a shared object "
