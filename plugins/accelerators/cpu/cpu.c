@@ -76,6 +76,49 @@ static lt_status cpu_device_count(lt_ctx *ctx, int *out) {
     return LT_OK;
 }
 
+/* The f32 GEMM path from the isa and gemm parameters: lt's kernels for the
+ * ISA asked for (auto: the widest this CPU runs), or NULL for OpenBLAS
+ * only (isa=generic, gemm=openblas, or a CPU with neither). An ISA the CPU
+ * lacks is refused rather than quietly run on something else, so a
+ * benchmark never measures another path than the one it names. */
+static lt_status choose_sgemm(lt_ctx *ctx, lt_sgemm_fn *fn, const char **path) {
+    static const char *const avx512_path =
+        "lt's AVX-512 kernels where a dimension is <= 128, else OpenBLAS";
+    static const char *const avx2_path =
+        "lt's AVX2+FMA kernels where m or n is below 16 (a thin layer), else OpenBLAS";
+    const char *gemm = lt_param_str(ctx, "gemm", "auto");
+    const char *isa = lt_param_str(ctx, "isa", "auto");
+    if (strcmp(gemm, "auto") != 0 && strcmp(gemm, "openblas") != 0) {
+        lt_set_error(ctx, "cpu accelerator: gemm=%s is not one of auto, openblas (set "
+                     "accelerator.gemm)", gemm);
+        return LT_ERR_INVALID;
+    }
+    bool has512 = lt_sgemm_avx512_usable(), has2 = lt_sgemm_avx2_usable();
+    const char *cpu_has = has512 ? "AVX-512 and AVX2+FMA" : has2 ? "AVX2+FMA, no AVX-512"
+                                                                 : "neither AVX-512 nor AVX2+FMA";
+    *fn = NULL;
+    *path = NULL;
+    if (strcmp(isa, "auto") == 0) {
+        if (has512) *fn = lt_sgemm_avx512, *path = avx512_path;
+        else if (has2) *fn = lt_sgemm_avx2, *path = avx2_path;
+    } else if (strcmp(isa, "avx512") == 0 || strcmp(isa, "avx2") == 0) {
+        bool is512 = isa[3] == '5';
+        if (!(is512 ? has512 : has2)) {
+            lt_set_error(ctx, "cpu accelerator: isa=%s but this CPU has %s; set accelerator.isa "
+                         "to auto or generic", isa, cpu_has);
+            return LT_ERR_UNSUPPORTED;
+        }
+        *fn = is512 ? lt_sgemm_avx512 : lt_sgemm_avx2;
+        *path = is512 ? avx512_path : avx2_path;
+    } else if (strcmp(isa, "generic") != 0) {
+        lt_set_error(ctx, "cpu accelerator: isa=%s is not one of auto, avx512, avx2, generic (set "
+                     "accelerator.isa)", isa);
+        return LT_ERR_INVALID;
+    }
+    if (strcmp(gemm, "openblas") == 0) *fn = NULL;
+    return LT_OK;
+}
+
 /* Any non-negative index is accepted: every "device" of a cpu run is the same
  * host (dp on cpu sets up one context per replica thread). */
 static lt_status cpu_setup(lt_ctx *ctx, int device) {
@@ -88,11 +131,10 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
                      "cpu accelerator: setup called twice on one context; call teardown first");
         return LT_ERR_STATE;
     }
-    const char *gemm = lt_param_str(ctx, "gemm", "auto");
-    if (strcmp(gemm, "auto") != 0 && strcmp(gemm, "openblas") != 0) {
-        lt_set_error(ctx, "cpu accelerator: gemm=%s is not one of auto, openblas (set accelerator.gemm)", gemm);
-        return LT_ERR_INVALID;
-    }
+    lt_sgemm_fn sgemm;
+    const char *path;
+    lt_status st = choose_sgemm(ctx, &sgemm, &path);
+    if (st != LT_OK) return st;
     cpu_state *s = calloc(1, sizeof *s);
     if (!s) {
         lt_set_error(ctx, "cpu accelerator: out of memory creating its state");
@@ -100,10 +142,10 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
     }
     pthread_mutex_init(&s->err_lock, NULL);
     s->pending = LT_OK;
-    if (strcmp(gemm, "auto") == 0) lt_sgemm_scratch_init(&s->gemm_scratch);
+    /* No scratch, no lt kernels: OpenBLAS still runs everything. */
+    if (sgemm && lt_sgemm_scratch_init(&s->gemm_scratch)) s->sgemm = sgemm;
     lt_log(ctx, LT_LOG_DEBUG, "f32 gemm: %s",
-           s->gemm_scratch.buf ? "lt's AVX-512 kernels where a dimension is short, else OpenBLAS"
-                      : "OpenBLAS");
+           s->sgemm ? path : "OpenBLAS for every call");
     /* 0 leaves OpenBLAS as OPENBLAS_NUM_THREADS (or its own default) set it;
      * the launcher already shares cores among local ranks that way. */
     int64_t threads = lt_param_int(ctx, "num_threads", 0);
@@ -259,14 +301,19 @@ static const lt_param_spec cpu_params[] = {
     {"num_threads", LT_PARAM_INT, "0",
      "OpenBLAS threads for this worker; 0 keeps OPENBLAS_NUM_THREADS or OpenBLAS's default"},
     {"gemm", LT_PARAM_STRING, "auto",
-     "auto (f32 GEMMs with a short dimension, such as the batch, run lt's AVX-512 kernels "
-     "when the CPU has AVX-512; the rest OpenBLAS) | openblas (always OpenBLAS)"},
+     "auto (f32 GEMMs with a short dimension, such as the batch, run lt's kernels for the ISA "
+     "the isa parameter picks; the rest OpenBLAS) | openblas (always OpenBLAS)"},
+    {"isa", LT_PARAM_STRING, "auto",
+     "lt's f32 GEMM kernels: auto (the widest this CPU runs: avx512, else avx2, which takes "
+     "only thin layers) | avx512 | avx2 (an ISA the CPU lacks is an error at setup) | "
+     "generic (OpenBLAS only, as gemm=openblas)"},
     {NULL, 0, NULL, NULL},
 };
 
 static const lt_accelerator_desc cpu_desc = {
     LT_HEADER(LT_KIND_ACCELERATOR, lt_accelerator_desc, "cpu", NULL, "1.0.0",
-              "CPU: OpenBLAS and AVX-512 GEMM, vectorised elementwise kernels", cpu_params, NULL),
+              "CPU: OpenBLAS and AVX-512/AVX2 GEMM, vectorised elementwise kernels", cpu_params,
+              NULL),
     .is_available = cpu_is_available,
     .device_count = cpu_device_count,
     .setup = cpu_setup,

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include "gemm_avx2.h"
 #include "gemm_avx512.h"
 #include "lt/accelerator.h"
 
@@ -47,8 +48,10 @@ typedef struct cpu_state {
     pthread_mutex_t err_lock;   /* guards the two fields below (cold path) */
     lt_status pending;          /* LT_OK when nothing happened */
     char pending_msg[256];
-    /* Packing space of gemm_avx512.c; reserved (buf set) only when gemm=auto
-     * and the CPU has AVX-512, so buf also says whether those kernels run. */
+    /* lt's f32 GEMM variant chosen at setup by the isa and gemm parameters
+     * (NULL: OpenBLAS only), and its packing space, reserved only when one
+     * runs. */
+    lt_sgemm_fn sgemm;
     lt_sgemm_scratch gemm_scratch;
 } cpu_state;
 

@@ -1,5 +1,6 @@
-/* GEMM: lt's AVX-512 kernels for f32 calls with a short dimension (see
- * gemm_avx512.c), OpenBLAS's row-major CBLAS for the rest. */
+/* GEMM: lt's kernels (AVX-512 or AVX2, chosen at setup) for f32 calls with
+ * a short dimension (see gemm_short.c), OpenBLAS's row-major CBLAS for the
+ * rest. */
 #include <cblas.h>
 #include <limits.h>
 #include "cpu_internal.h"
@@ -46,9 +47,9 @@ void cpu_gemm(lt_ctx *ctx, lt_dtype t, bool ta, bool tb, int64_t m, int64_t n, i
     enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
     enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
     cpu_state *s = lt_ctx_state(ctx);
-    if (t == LT_F32 && s && s->gemm_scratch.buf && k > 0 &&
-        lt_sgemm_avx512(&s->gemm_scratch, ta, tb, m, n, k, (float)alpha, a, lda, b, ldb,
-                        (float)beta, c, ldc))
+    if (t == LT_F32 && s && s->sgemm && k > 0 &&
+        s->sgemm(&s->gemm_scratch, ta, tb, m, n, k, (float)alpha, a, lda, b, ldb, (float)beta,
+                 c, ldc))
         return;
     if (t == LT_F32)
         cblas_sgemm(CblasRowMajor, opa, opb, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b,

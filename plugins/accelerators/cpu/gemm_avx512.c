@@ -1,29 +1,12 @@
-/* Single-precision GEMM for the shapes a training step makes, on AVX-512.
- *
- * Why not OpenBLAS for everything: at small batch every GEMM of an MLP step
- * has one short dimension (the batch, 64), and OpenBLAS then spends about a
- * sixth of its time packing operands (and zeroing C before a beta = 0 call),
- * work that does not shrink with the short dimension. Here the operands are
- * read in place wherever their layout allows:
- *
- *   - the micro-kernel keeps an MR x (NV*16) tile of C in registers, and for
- *     each k broadcasts MR scalars of A (from any layout: A is addressed with
- *     a row stride and a k stride) and loads NV vectors of one row of B;
- *   - so op(B) must have rows contiguous in n: B not transposed. That covers
- *     dX = dY W (NN) and dW = dY^T X (TN) directly;
- *   - Y = X W^T (NT, the forward pass) is computed as Y^T = W X^T: W is the
- *     broadcast operand in place, X^T (the small, batch-sized operand) is
- *     packed, and the tile of Y^T is written out transposed.
- *
- * The caller (gemm.c) uses this only when the CPU has AVX-512 and some
- * dimension is short; elsewhere OpenBLAS's packing pays for itself. Results
- * differ from OpenBLAS's in rounding only (another summation order); every
- * path is checked against a double-precision reference in test_cpu_gemm. */
+/* Single-precision GEMM for the shapes a training step makes, on AVX-512:
+ * the micro-kernel (an MR x NV*16 tile of C in zmm registers) and the 16 x 16
+ * in-register transpose. Which calls are taken, the NT path and the scratch
+ * are shared with the AVX2 variant (gemm_short.c, which also says why lt has
+ * its own GEMM). */
 #include "gemm_avx512.h"
 
 #include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
+#include <stddef.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -31,10 +14,7 @@
 #define AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
 #define INLINE inline __attribute__((always_inline))
 
-enum {
-    KC = 256,   /* k block: an MR x KC slab of A stays in L1 across n */
-    SHORT = 128 /* a call is taken only when some dimension is at most this */
-};
+enum { KC = LT_SGEMM_KC };
 
 /* C[i, 0:nv*16] = alpha * acc + beta * C for one tile; `last` masks the
  * final vector of each row (n not a multiple of 16). beta == 0 never reads C,
@@ -146,16 +126,6 @@ bool lt_sgemm_avx512_usable(void) {
     return avx512_ok;
 }
 
-bool lt_sgemm_scratch_init(lt_sgemm_scratch *s) {
-    void *p = NULL;
-    s->buf = NULL;
-    s->floats = 0;
-    if (!lt_sgemm_avx512_usable() || posix_memalign(&p, 64, (size_t)LT_SGEMM_SCRATCH_FLOATS * sizeof(float))) return false;
-    s->buf = p;
-    s->floats = LT_SGEMM_SCRATCH_FLOATS;
-    return true;
-}
-
 /* In-register transpose of 16 rows of 16 floats: three rounds of shuffles,
  * then the 128-bit lanes put in place. */
 static AVX512 INLINE void transpose16(__m512 r[16]) {
@@ -213,77 +183,18 @@ static AVX512 void transpose_scale(float *dst, int64_t ldd, const float *src, in
     }
 }
 
-enum { NT_PANEL = 256 }; /* rows of Y^T computed per pass of the NT case */
-
-/* op(B) transposed (B stored n x k). Packs the smaller operand:
- *  - n <= m (a thin output layer): B^T (k x n) is packed and the product
- *    runs directly;
- *  - otherwise: op(A)^T (k x m) is packed, and Y^T = B op(A)^T is computed
- *    NT_PANEL rows of B at a time with B in place as the broadcast operand,
- *    each panel written back transposed into its columns of C.
- * The packing space is the scratch reserved at setup: a call needing more
- * is declined (returns false before writing anything). */
-static bool gemm_nt(lt_sgemm_scratch *s, bool ta, int64_t m, int64_t n, int64_t k, float alpha,
-                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                    int64_t ldc) {
-    if (n <= m) {
-        if (k * n > s->floats) return false;
-        transpose_scale(s->buf, n, b, ldb, n, k, 1.0f, 0.0f);
-        gemm_b_rows(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, s->buf, n, beta, c, ldc);
-        return true;
-    }
-    int64_t xt_floats = (k * m + 15) & ~(int64_t)15;
-    if (xt_floats + NT_PANEL * m > s->floats) return false;
-    float *xt = s->buf;         /* k x m: op(A)^T */
-    float *yt = xt + xt_floats; /* NT_PANEL x m: a panel of (op(A) B^T)^T */
-    if (ta) /* op(A) = A^T with A stored k x m: op(A)^T is A itself */
-        for (int64_t p = 0; p < k; p++) memcpy(xt + p * m, a + p * lda, (size_t)m * sizeof(float));
-    else
-        transpose_scale(xt, m, a, lda, m, k, 1.0f, 0.0f);
-    for (int64_t j0 = 0; j0 < n; j0 += NT_PANEL) {
-        int64_t nb = n - j0 < NT_PANEL ? n - j0 : NT_PANEL;
-        gemm_b_rows(nb, m, k, 1.0f, b + j0 * ldb, ldb, 1, xt, m, 0.0f, yt, m);
-        transpose_scale(c + j0, ldc, yt, m, nb, m, alpha, beta);
-    }
-    return true;
-}
+static const lt_sgemm_isa avx512_isa = {gemm_b_rows, transpose_scale, NULL};
 
 bool lt_sgemm_avx512(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                      float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                      float beta, float *c, int64_t ldc) {
-    /* alpha == 0: BLAS reads neither A nor B (so NaN there must not reach C);
-     * OpenBLAS does that. */
-    if (!s->buf || m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f) /* buf: AVX-512 checked at init */
-        return false;
-    /* Only where packing would be a large share of OpenBLAS's time: some
-     * dimension is short (measured on the MLP's step: at batch 64 every GEMM
-     * gains, at 256 and beyond the 512-wide ones lose a little). The row of
-     * B the kernels stream (n, or m when the NT case computes the transpose)
-     * times a k block must also sit in L2 with room to spare. A thin NT
-     * output (the 10 logits) at small batch is cheaper for OpenBLAS than
-     * packing. */
-    int64_t shortest = m < n ? (m < k ? m : k) : (n < k ? n : k);
-    if (shortest > SHORT) return false;
-    int64_t row = tb && n > m ? m : n;
-    if ((k < KC ? k : KC) * row > (1 << 18)) return false;
-    if (tb && n < 16 && m <= 128) return false;
-    if (tb && n > m && m < 16) return false; /* Y^T rows of m < 16 waste most of each vector */
-    if (!tb) {
-        gemm_b_rows(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, ldb, beta, c, ldc);
-        return true;
-    }
-    return gemm_nt(s, ta, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (!lt_sgemm_avx512_usable()) return false;
+    return lt_sgemm_short(&avx512_isa, s, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 #else /* not x86-64 with GCC or Clang: OpenBLAS does everything */
 
 bool lt_sgemm_avx512_usable(void) { return false; }
-
-bool lt_sgemm_scratch_init(lt_sgemm_scratch *s) {
-    s->buf = NULL;
-    s->floats = 0;
-    return false;
-}
 
 bool lt_sgemm_avx512(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                      float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
@@ -294,9 +205,3 @@ bool lt_sgemm_avx512(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n
 }
 
 #endif
-
-void lt_sgemm_scratch_free(lt_sgemm_scratch *s) {
-    free(s->buf);
-    s->buf = NULL;
-    s->floats = 0;
-}

@@ -1,9 +1,11 @@
-/* lt's AVX-512 f32 GEMM (plugins/accelerators/cpu/gemm_avx512.c) against a
- * double-precision reference: every transpose, every tile edge (rows 1-8,
- * vector tails 1-16 columns), k across the k-block boundary, beta 0 / 1 /
- * other, padded leading dimensions; which shapes it takes and declines; and
- * the cpu plugin's gemm parameter. On a CPU without AVX-512 the direct tests
- * check that the kernels decline everything, and the plugin uses OpenBLAS. */
+/* lt's f32 GEMM variants (plugins/accelerators/cpu/gemm_avx512.c and
+ * gemm_avx2.c over gemm_short.c) against a double-precision reference:
+ * every transpose, every tile edge (rows 1-8, vector tails 1-16 columns), k
+ * across the k-block boundary, beta 0 / 1 / other, padded leading
+ * dimensions; which shapes they take and decline; and the cpu plugin's gemm
+ * and isa parameters. Every test runs once per variant this CPU executes; a
+ * variant it cannot run is reported as skipped, after checking that it
+ * declines every call (so the plugin falls back to OpenBLAS). */
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,7 +14,23 @@
 #include "cunit_run.h"
 #include "config/config.h"
 #include "cpu_plugin.h"
+#include "gemm_avx2.h"
 #include "gemm_avx512.h"
+
+/* fn: every call the shared rules allow (the sweeps); plugin: what the
+ * plugin calls, with the variant's own rule on top (AVX2: thin sides only). */
+typedef struct variant {
+    const char *name;
+    lt_sgemm_fn fn, plugin;
+    bool (*usable)(void);
+} variant;
+
+static const variant variants[] = {
+    {"avx512", lt_sgemm_avx512, lt_sgemm_avx512, lt_sgemm_avx512_usable},
+    {"avx2", lt_sgemm_avx2_every, lt_sgemm_avx2, lt_sgemm_avx2_usable},
+};
+enum { NVARIANTS = sizeof variants / sizeof *variants };
+static const variant *V; /* the variant run_case calls */
 
 static lt_sgemm_scratch g_scratch;
 
@@ -39,7 +57,8 @@ static void ref(bool ta, bool tb, int m, int n, int k, double alpha, const float
 
 /* Runs one shape; returns 1 when the kernels took it, 0 when they declined,
  * -1 on a wrong result (printed, and an assertion failed). */
-static int run_case(bool ta, bool tb, int m, int n, int k, double alpha, double beta) {
+static int run_fn(lt_sgemm_fn fn, bool ta, bool tb, int m, int n, int k, double alpha,
+                  double beta) {
     int arows = ta ? k : m, acols = ta ? m : k, brows = tb ? n : k, bcols = tb ? k : n;
     int lda = acols + 3, ldb = bcols + 1, ldc = n + 2;
     float *a = malloc(sizeof(float) * arows * lda), *b = malloc(sizeof(float) * brows * ldb);
@@ -56,8 +75,7 @@ static int run_case(bool ta, bool tb, int m, int n, int k, double alpha, double 
     memcpy(before, c, sizeof(float) * m * ldc);
     for (int i = 0; i < m * ldc; i++) want[i] = c0[i]; /* padding stays as it was */
     ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c0, want, ldc);
-    int took = lt_sgemm_avx512(&g_scratch, ta, tb, m, n, k, (float)alpha, a, lda, b, ldb,
-                               (float)beta, c, ldc);
+    int took = fn(&g_scratch, ta, tb, m, n, k, (float)alpha, a, lda, b, ldb, (float)beta, c, ldc);
     int result = took;
     if (took) {
         /* f32 products summed in f32: error grows with k and |values| <= 0.5. */
@@ -66,25 +84,31 @@ static int run_case(bool ta, bool tb, int m, int n, int k, double alpha, double 
             for (int j = 0; j < ldc; j++) {
                 double got = c[i * ldc + j], w = j < n ? want[i * ldc + j] : c0[i * ldc + j];
                 if (!(fabs(got - w) <= tol * (1 + fabs(w)))) {
-                    printf("\n  ta=%d tb=%d m=%d n=%d k=%d alpha=%g beta=%g: C[%d,%d] = %.9g, "
-                           "want %.9g\n", ta, tb, m, n, k, alpha, beta, i, j, got, w);
+                    printf("\n  %s ta=%d tb=%d m=%d n=%d k=%d alpha=%g beta=%g: C[%d,%d] = "
+                           "%.9g, want %.9g\n",
+                           V->name, ta, tb, m, n, k, alpha, beta, i, j, got, w);
                     result = -1;
                     break;
                 }
             }
     } else if (memcmp(c, before, sizeof(float) * m * ldc)) { /* declining leaves C as it was */
-        printf("\n  ta=%d tb=%d m=%d n=%d k=%d: declined but wrote C\n", ta, tb, m, n, k);
+        printf("\n  %s ta=%d tb=%d m=%d n=%d k=%d: declined but wrote C\n", V->name, ta, tb, m,
+               n, k);
         result = -1;
     }
     free(a), free(b), free(c), free(c0), free(want), free(before);
     return result;
 }
 
+static int run_case(bool ta, bool tb, int m, int n, int k, double alpha, double beta) {
+    return run_fn(V->fn, ta, tb, m, n, k, alpha, beta);
+}
+
 static const int edge_m[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 23, 64};
 static const int edge_n[] = {1, 15, 16, 17, 31, 33, 47, 48, 49, 64, 100, 128, 130};
 static const int edge_k[] = {1, 7, 64, 255, 256, 257, 600};
 
-static void test_every_tile(void) {
+static void every_tile(void) {
     int took = 0, wrong = 0, cases = 0, unexpected = 0;
     for (int tr = 0; tr < 4; tr++)
         for (size_t im = 0; im < sizeof edge_m / sizeof *edge_m; im++)
@@ -99,49 +123,46 @@ static void test_every_tile(void) {
                     cases++;
                     took += r > 0;
                     wrong += r < 0;
-                    if (lt_sgemm_avx512_usable() && r >= 0 && (r > 0) != expect && unexpected++ < 3)
-                        printf("\n  ta=%d tb=%d m=%d n=%d k=%d: %s, expected otherwise", tr & 1,
-                               (tr & 2) != 0, m, n, k, r ? "taken" : "declined");
+                    if (r >= 0 && (r > 0) != expect && unexpected++ < 3)
+                        printf("\n  %s ta=%d tb=%d m=%d n=%d k=%d: %s, expected otherwise",
+                               V->name, tr & 1, (tr & 2) != 0, m, n, k,
+                               r ? "taken" : "declined");
                 }
     CU_ASSERT_EQUAL(wrong, 0);
-    if (lt_sgemm_avx512_usable()) {
-        CU_ASSERT_EQUAL(unexpected, 0);
-        printf("\n  %d of %d shapes ran on the AVX-512 kernels\n", took, cases);
-    } else {
-        CU_ASSERT_EQUAL(took, 0);
-        printf("\n  no AVX-512 on this CPU: every shape declined (OpenBLAS runs them)\n");
-    }
+    CU_ASSERT_EQUAL(unexpected, 0);
+    printf("\n  %s: %d of %d shapes ran on its kernels, all within tolerance", V->name, took,
+           cases);
 }
 
 /* Transposed products wider than one pass (NT_PANEL = 256 rows of Y^T):
  * every panel lands in its own columns of C. */
-static void test_nt_panels(void) {
+static void nt_panels(void) {
     int r = run_case(false, true, 20, 600, 37, 0.5, 1.0);
     CU_ASSERT(r >= 0);
     r = run_case(true, true, 64, 1000, 64, 1.0, 0.0);
-    CU_ASSERT(r >= 0);
-    if (lt_sgemm_avx512_usable()) CU_ASSERT_EQUAL(r, 1);
+    CU_ASSERT_EQUAL(r, 1);
 }
 
 /* The MLP's own shapes at batch 64 and 1024 (forward, weight and input
- * gradients): at 64 the kernels take every one (but the thin logits
- * forward), at 1024 only the thin last layer's. */
-static void test_training_shapes(void) {
+ * gradients) through what the plugin calls. AVX-512: at 64 the kernels take
+ * every one (but the thin logits forward), at 1024 only the thin last
+ * layer's. AVX2: only the thin layer's forward (at 1024) and weight
+ * gradient, where they beat OpenBLAS. */
+static void training_shapes(void) {
     const int in[3] = {784, 512, 512}, out[3] = {512, 512, 10};
     const int batch[2] = {64, 1024};
+    bool is512 = V == &variants[0];
     for (int bi = 0; bi < 2; bi++)
         for (int l = 0; l < 3; l++) {
             int B = batch[bi];
-            int fwd = run_case(false, true, B, out[l], in[l], 1.0, 0.0);
-            int wgrad = run_case(true, false, out[l], in[l], B, 1.0, 0.0);
-            int dgrad = run_case(false, false, B, in[l], out[l], 1.0, 0.0);
+            int fwd = run_fn(V->plugin, false, true, B, out[l], in[l], 1.0, 0.0);
+            int wgrad = run_fn(V->plugin, true, false, out[l], in[l], B, 1.0, 0.0);
+            int dgrad = run_fn(V->plugin, false, false, B, in[l], out[l], 1.0, 0.0);
             CU_ASSERT(fwd >= 0 && wgrad >= 0 && dgrad >= 0);
-            if (lt_sgemm_avx512_usable()) {
-                bool thin = out[l] < 16, small = B <= 128;
-                CU_ASSERT_EQUAL(wgrad, small || thin);
-                CU_ASSERT_EQUAL(dgrad, small || thin);
-                CU_ASSERT_EQUAL(fwd, thin ? !small : small);
-            }
+            bool thin = out[l] < 16, small = B <= 128;
+            CU_ASSERT_EQUAL(wgrad, is512 ? small || thin : thin);
+            CU_ASSERT_EQUAL(dgrad, is512 ? small || thin : 0);
+            CU_ASSERT_EQUAL(fwd, thin ? !small : is512 && small);
         }
 }
 
@@ -149,15 +170,39 @@ static void test_training_shapes(void) {
  * are left to OpenBLAS; so are alpha 0 (BLAS reads neither A nor B then),
  * a transposed product whose Y^T rows are thin (m < 16), and packing that
  * would not fit the scratch reserved at setup. */
-static void test_declines(void) {
+static void declines(void) {
     CU_ASSERT_EQUAL(run_case(false, false, 8, 2048, 300, 1.0, 0.0), 0);
     CU_ASSERT_EQUAL(run_case(false, true, 2048, 2048, 300, 1.0, 0.0), 0);
     CU_ASSERT_EQUAL(run_case(false, false, 64, 100, 50, 0.0, 0.5), 0);
     CU_ASSERT_EQUAL(run_case(false, true, 8, 100, 50, 1.0, 0.0), 0);
     CU_ASSERT_EQUAL(run_case(true, true, 64, 96, LT_SGEMM_SCRATCH_FLOATS / 64, 1.0, 0.0), 0);
     float x = 1;
-    CU_ASSERT_FALSE(lt_sgemm_avx512(&g_scratch, false, false, 1, 1, 0, 1, &x, 1, &x, 1, 0, &x, 1));
+    CU_ASSERT_FALSE(V->fn(&g_scratch, false, false, 1, 1, 0, 1, &x, 1, &x, 1, 0, &x, 1));
 }
+
+/* Runs `body` once per variant this CPU executes. A variant it cannot run
+ * must decline even shapes it would take (the plugin then uses OpenBLAS);
+ * that is checked, and the variant reported as skipped, not passed over
+ * silently. */
+static void each_variant(void (*body)(void), const char *what) {
+    for (int v = 0; v < NVARIANTS; v++) {
+        V = &variants[v];
+        if (V->usable()) {
+            body();
+            printf("\n  %s: ran", V->name);
+            continue;
+        }
+        CU_ASSERT_EQUAL(run_case(false, false, 64, 100, 50, 1.0, 0.0), 0);
+        CU_ASSERT_EQUAL(run_case(true, true, 64, 512, 784, 1.0, 0.5), 0);
+        printf("\n  %s: SKIPPED (%s): this CPU cannot run it; checked it declines", V->name, what);
+    }
+    printf("\n");
+}
+
+static void test_every_tile(void) { each_variant(every_tile, "tile sweep"); }
+static void test_training_shapes(void) { each_variant(training_shapes, "MLP shapes"); }
+static void test_nt_panels(void) { each_variant(nt_panels, "NT panels"); }
+static void test_declines(void) { each_variant(declines, "declines"); }
 
 /* The plugin's gemm parameter: openblas and auto give the same product to
  * rounding; anything else is refused at setup with the allowed values. */
@@ -200,9 +245,81 @@ static void test_gemm_param(void) {
     lt_config_free(cfg);
 }
 
+/* Opens the plugin with accelerator.cpu.<key> = val; returns
+ * cpu_plugin_open_config's result, the error in err on failure, and on
+ * success C = A B^T (the forward pass's NT shape) from the plugin's gemm:
+ * a thin layer at batch 256, which every variant takes. */
+enum { PM = 256, PN = 10, PK = 80 };
+static int open_gemm(const char *key, const char *val, float *c, char *err, size_t errlen) {
+    static float a[PM * PK], b[PN * PK];
+    fill(a, PM * PK, 4);
+    fill(b, PN * PK, 5);
+    lt_config *cfg = lt_config_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+    char e[256] = "";
+    lt_config_declare(cfg, "accelerator.cpu", key, LT_PARAM_STRING, "auto", key);
+    CU_ASSERT_EQUAL(lt_config_set(cfg, "accelerator.cpu", key, val, LT_SRC_FLAG, "--set", e,
+                                  sizeof e), LT_OK);
+    const lt_accelerator_desc *acc;
+    const lt_kernels *k;
+    lt_ctx ctx;
+    int rc = cpu_plugin_open_config(&acc, &ctx, &k, cfg);
+    if (rc == 0) {
+        k->gemm(&ctx, LT_F32, false, true, PM, PN, PK, 1.0, a, PK, b, PK, 0.0, c, PN);
+        CU_ASSERT_EQUAL(acc->synchronize(&ctx), LT_OK);
+        acc->teardown(&ctx);
+    } else {
+        snprintf(err, errlen, "%s", lt_last_error(&ctx));
+    }
+    lt_config_free(cfg);
+    return rc;
+}
+
+/* The plugin's isa parameter: auto and generic always open; avx512 and avx2
+ * open where the CPU runs them and then give bit for bit what that variant
+ * gives when called directly (so that variant, not OpenBLAS, ran), and are
+ * refused at setup with the key, what the CPU has and the fix where it does
+ * not. Every result matches OpenBLAS's to rounding. */
+static void test_isa_param(void) {
+    static float blas[PM * PN], got[PM * PN], direct[PM * PN], a[PM * PK], b[PN * PK];
+    char err[256] = "";
+    CU_ASSERT_EQUAL_FATAL(open_gemm("isa", "generic", blas, err, sizeof err), 0);
+    fill(a, PM * PK, 4);
+    fill(b, PN * PK, 5);
+    const char *vals[] = {"auto", "avx512", "avx2"};
+    int refused = 0;
+    for (int i = 0; i < 3; i++) {
+        const variant *v = i == 0 ? NULL : &variants[i - 1];
+        int rc = open_gemm("isa", vals[i], got, err, sizeof err);
+        if (v && !v->usable()) {
+            CU_ASSERT_EQUAL(rc, -1);
+            char want[64];
+            snprintf(want, sizeof want, "isa=%s but this CPU has ", vals[i]);
+            CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+            CU_ASSERT_PTR_NOT_NULL(strstr(err, "set accelerator.isa to auto or generic"));
+            printf("\n  isa=%s refused: %s", vals[i], err);
+            refused++;
+            continue;
+        }
+        CU_ASSERT_EQUAL_FATAL(rc, 0);
+        int bad = 0;
+        for (int j = 0; j < PM * PN; j++) bad += !(fabsf(got[j] - blas[j]) <= 1e-5f);
+        CU_ASSERT_EQUAL(bad, 0);
+        if (v) {
+            CU_ASSERT_TRUE(v->plugin(&g_scratch, false, true, PM, PN, PK, 1.0f, a, PK, b, PK, 0.0f,
+                                 direct, PN));
+            CU_ASSERT_EQUAL(memcmp(got, direct, sizeof got), 0);
+        }
+    }
+    if (!refused) printf("\n  isa the CPU lacks: SKIPPED (this CPU runs every variant)");
+    CU_ASSERT_EQUAL(open_gemm("isa", "sse", got, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "isa=sse is not one of auto, avx512, avx2, generic"));
+    printf("\n");
+}
+
 int main(void) {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
-    if (lt_sgemm_avx512_usable() && !lt_sgemm_scratch_init(&g_scratch)) {
+    if (!lt_sgemm_scratch_init(&g_scratch)) {
         fprintf(stderr, "test_cpu_gemm: cannot reserve the packing scratch\n");
         return 1;
     }
@@ -213,6 +330,7 @@ int main(void) {
     CU_add_test(s, "transposed products in several panels", test_nt_panels);
     CU_add_test(s, "calls left to OpenBLAS, C untouched", test_declines);
     CU_add_test(s, "gemm parameter", test_gemm_param);
+    CU_add_test(s, "isa parameter", test_isa_param);
     int rc = lt_cunit_run();
     lt_sgemm_scratch_free(&g_scratch);
     return rc;
