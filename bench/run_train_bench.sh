@@ -9,6 +9,7 @@
 # Environment:
 #   REPS=3                  rounds; each round runs lt then torch for every batch size
 #   BATCHES="64 256 1024"
+#   LT_BENCH_SET=""         lt settings for every lt run, e.g. "accelerator.isa=generic"
 #   SAMPLES=110000          samples per timed run (lt: the long run; its short run is SAMPLES/10)
 #   CNN_BATCHES="64"        the CNN example (examples/fashion_mnist/cnn.c) against the same
 #                           CNN in PyTorch, after the MLP table; empty to skip
@@ -21,7 +22,9 @@
 # AVX-512 kernels wherever a dimension is short (the batch at 64; the 10-wide
 # output layer at any batch) and OpenBLAS elsewhere, so at batch 64 lt's whole
 # step can reach or pass the reference (lt/GEMM rate >= 1.00). Set
-# LT_ACCELERATOR__GEMM=openblas to run lt on OpenBLAS alone.
+# LT_BENCH_SET="accelerator.gemm=openblas" to run lt on OpenBLAS alone (or
+# "accelerator.isa=avx2" to force a kernel variant; space-separated settings,
+# passed to train_bench as --set; train_bench ignores LT_* variables).
 #
 # Figures: best of REPS for each side (the machine is shared and noisy; the
 # best run is the one least disturbed), medians shown beside. The fraction of
@@ -63,6 +66,8 @@ if ! "$TORCH_PY" -c "import torch, numpy" 2>/dev/null; then
     have_torch=0
 fi
 
+bench_set=()
+for kv in ${LT_BENCH_SET:-}; do bench_set+=(--set "$kv"); done
 log=$(mktemp /tmp/run_train_bench.XXXXXX)
 trap 'rm -f "$log" "$log.cnn"' EXIT
 : >"$log.cnn"
@@ -70,7 +75,7 @@ status=0
 echo "# $(date -u +%FT%TZ) $(getconf _NPROCESSORS_ONLN) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); bin $bin; reps $REPS; samples $SAMPLES${PIN:+; pinned to cpu $PIN}"
 for rep in $(seq 1 "$REPS"); do
     for b in $BATCHES; do
-        if ! "${pin[@]}" "$bin" --batch "$b" --samples "$SAMPLES" >"$log.out" 2>"$log.err"; then
+        if ! "${pin[@]}" "$bin" --batch "$b" --samples "$SAMPLES" "${bench_set[@]}" >"$log.out" 2>"$log.err"; then
             echo "run_train_bench: train_bench --batch $b failed:" >&2; tail -5 "$log.err" >&2
             status=1
         fi
@@ -88,7 +93,7 @@ for rep in $(seq 1 "$REPS"); do
 done
 for rep in $(seq 1 "$REPS"); do
     for b in $CNN_BATCHES; do
-        if ! "${pin[@]}" "$bin" --model cnn --batch "$b" --samples "$CNN_SAMPLES" >"$log.out" 2>"$log.err"; then
+        if ! "${pin[@]}" "$bin" --model cnn --batch "$b" --samples "$CNN_SAMPLES" "${bench_set[@]}" >"$log.out" 2>"$log.err"; then
             echo "run_train_bench: train_bench --model cnn --batch $b failed:" >&2; tail -5 "$log.err" >&2
             status=1
         fi

@@ -92,6 +92,13 @@ static const char *data_dir(void) {
 /* "mlp" (the target) or "cnn" (examples/fashion_mnist/cnn.c). */
 static const char *g_model = "mlp";
 
+/* --set section.key=value: settings the bench passes on (accelerator.isa,
+ * accelerator.gemm ...); LT_* variables are ignored so that only what the
+ * command line says changes what is measured. */
+enum { MAX_EXTRA = 16 };
+static const char *g_extra[MAX_EXTRA];
+static int g_nextra;
+
 static int run_lt(int64_t batch, int64_t steps, const char *root, fit_result *out) {
     char s_batch[64], s_steps[64], s_dir[1100], s_root[1100];
     snprintf(s_batch, sizeof s_batch, "data.batch_size=%lld", (long long)batch);
@@ -126,15 +133,19 @@ static int run_lt(int64_t batch, int64_t steps, const char *root, fit_result *ou
         "optimizer.lr=0.05",
         "optimizer.momentum=0.9",
     };
+    const char *all[sizeof sets / sizeof sets[0] + MAX_EXTRA];
+    int nall = 0;
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) all[nall++] = sets[i];
+    for (int i = 0; i < g_nextra; i++) all[nall++] = g_extra[i];
     const char *dirs[] = {LT_BENCH_PLUGIN_DIR};
     lt_trainer_args a = {
         .struct_size = sizeof a,
         .config_path = NULL,
-        .sets = sets,
-        .nsets = (int)(sizeof sets / sizeof sets[0]),
+        .sets = all,
+        .nsets = nall,
         .plugin_dirs = dirs,
         .nplugin_dirs = 1,
-        .ignore_env = true, /* no LT_* variable may change what is measured */
+        .ignore_env = true, /* only --set may change what is measured */
     };
     char err[1024];
     lt_trainer *t = NULL;
@@ -241,6 +252,8 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 static void usage(void) {
     fprintf(stderr,
             "usage: train_bench [--model mlp|cnn] [--batch 64,256,1024] [--samples N] [--short-samples N] [--gemm-secs S]\n"
+            "                   [--set section.key=value ...]\n"
+            "  --set            a setting for lt's runs, e.g. accelerator.isa=generic (LT_* variables are ignored)\n"
             "  --model          mlp: 784-512-512-10 (default); cnn: the CNN example, no GEMM reference\n"
             "  --samples        samples the long lt run trains (default 110000 = 2 epochs)\n"
             "  --short-samples  samples the short lt run trains (default samples/10)\n"
@@ -269,6 +282,8 @@ int main(int argc, char **argv) {
                 batches[nb++] = v;
                 p = *end == ',' ? end + 1 : end;
             }
+        } else if (!strcmp(argv[i], "--set") && i + 1 < argc && g_nextra < MAX_EXTRA) {
+            g_extra[g_nextra++] = argv[++i];
         } else if (!strcmp(argv[i], "--model") && i + 1 < argc) {
             g_model = argv[++i];
             if (strcmp(g_model, "mlp") && strcmp(g_model, "cnn")) { usage(); return 2; }

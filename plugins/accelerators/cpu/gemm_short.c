@@ -83,9 +83,10 @@ bool lt_sgemm_short(const lt_sgemm_isa *isa, lt_sgemm_scratch *s, bool ta, bool 
      * OpenBLAS does that. */
     if (!s->buf || m <= 0 || n <= 0 || k <= 0 || alpha == 0.0f) return false;
     /* Only where packing would be a large share of OpenBLAS's time: some
-     * dimension is short (measured on the MLP's step, AVX-512 and AVX2 alike:
-     * at batch 64 every GEMM gains, at 256 and beyond the 512-wide ones lose
-     * a little). The row of B the kernels stream (n, or m when the NT case
+     * dimension is short (measured on the MLP's step with the AVX-512
+     * kernels: at batch 64 every GEMM gains, at 256 and beyond the 512-wide
+     * ones lose a little; the AVX2 kernels lose on the wide shapes and add
+     * their own rule, isa->wins). The row of B the kernels stream (n, or m when the NT case
      * computes the transpose) times a k block must also sit in L2 with room
      * to spare. A thin NT output (the 10 logits) at small batch is cheaper
      * for OpenBLAS than packing. */
