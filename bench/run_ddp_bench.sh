@@ -49,6 +49,7 @@ log=$(mktemp /tmp/run_ddp_bench.XXXXXX)
 trap 'rm -f "$log" "$log".*' EXIT
 status=0
 echo "# $(date -u +%FT%TZ) $(getconf _NPROCESSORS_ONLN) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); build $build; reps $REPS${LT_SET:+; lt ddp extra: $LT_SET}"
+echo "# cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); $(grep -o -w 'avx512f\|avx2\|fma' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 
 # ---- 1. allreduce: lt backend ABI vs gloo direct ----
 if [ "$ALLREDUCE" = 1 ]; then

@@ -73,6 +73,10 @@ trap 'rm -f "$log" "$log.cnn"' EXIT
 : >"$log.cnn"
 status=0
 echo "# $(date -u +%FT%TZ) $(getconf _NPROCESSORS_ONLN) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); bin $bin; reps $REPS; samples $SAMPLES${PIN:+; pinned to cpu $PIN}"
+# Which machine and which of lt's kernels: the cpu accelerator says at debug level.
+echo "# cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); $(grep -o -w 'avx512f\|avx2\|fma' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "# lt $("$bin" --batch 64 --samples 640 --short-samples 64 --gemm-secs 0.01 --set trainer.log_level=debug \
+    "${bench_set[@]}" 2>&1 | grep -m1 -o 'f32 gemm: .*' || echo 'f32 gemm: unknown (train_bench failed)')"
 for rep in $(seq 1 "$REPS"); do
     for b in $BATCHES; do
         if ! "${pin[@]}" "$bin" --batch "$b" --samples "$SAMPLES" "${bench_set[@]}" >"$log.out" 2>"$log.err"; then
