@@ -35,12 +35,15 @@ static void fmnist_path(char *out, size_t n, const char *split, const char *kind
              !strcmp(kind, "images") ? "images-idx3" : "labels-idx1");
 }
 
+static bool g_real_missing; /* a real-data test could not run: the program reports skipped */
+
 static bool have_real(const char *split) {
     char a[512], b[512];
     fmnist_path(a, sizeof a, split, "images");
     fmnist_path(b, sizeof b, split, "labels");
     if (!access(a, R_OK) && !access(b, R_OK)) return true;
     printf("\n  skipped: Fashion-MNIST not found at %s (set LT_FASHION_MNIST_DIR) ", fmnist_dir());
+    g_real_missing = true;
     return false;
 }
 
@@ -464,5 +467,6 @@ int main(void) {
     CU_add_test(s, "subset view", test_subset);
     CU_add_test(s, "concurrent get", test_concurrent_get);
     int rc = lt_cunit_run();
-    return rc;
+    /* The synthetic cases ran; the real files' did not: not a pass (ctest: skipped). */
+    return rc == 0 && g_real_missing ? 77 : rc;
 }
