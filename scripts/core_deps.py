@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Which core/ folders include which: prints the folder graph and fails (exit
-1) on a cycle between folders or an include of a header that does not exist.
+1) on a cycle between folders, an include of a header that does not exist, or
+a trainer file outside setup that reads the config or the registry.
 Used by ctest (core_layout) and by hand: python3 scripts/core_deps.py [core]."""
 import os, re, sys
 
@@ -50,6 +51,21 @@ def visit(n):
 for n in sorted(edges):
     if not state.get(n) and not cycle:
         visit(n)
+
+# The config is resolved once, at lt_trainer_new (trainer_setup.c into
+# options.c's typed structs): setup and the loops read fields. Only these
+# trainer files may call into the config or the registry: setup itself,
+# freeing, and lt_run_new_group loading a backend a plugin names.
+ALLOWED = {"trainer_setup.c", "options.c", "trainer_api.c", "run_groups.c"}
+reach = re.compile(r"\b(lt_config_\w+|lt_registry_\w+)\s*\(")
+tdir = os.path.join(core, "trainer")
+for f in sorted(os.listdir(tdir)) if os.path.isdir(tdir) else []:
+    if f.endswith(".c") and f not in ALLOWED:
+        for n, line in enumerate(open(os.path.join(tdir, f)), 1):
+            m = reach.search(line)
+            if m:
+                bad.append(f"core/trainer/{f}:{n}: calls {m.group(1)}; the loops read the typed "
+                           f"options resolved in lt_trainer_new (trainer/options.h) instead")
 
 for b in bad:
     print("error:", b)

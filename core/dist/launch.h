@@ -19,8 +19,6 @@ typedef struct lt_launch_info {
     bool bind_cores;        /* launcher.bind_cores: pin each local worker to its share of the cores */
 } lt_launch_info;
 
-lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out);
-
 /* One 64-byte slot per local worker in a shared file whose descriptor the
  * launcher passes as LT_STATUS_FD (slot = LOCAL_RANK). Workers store their
  * progress with plain atomic writes; the launcher reads them to say where a

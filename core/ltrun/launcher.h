@@ -44,7 +44,7 @@
 #ifndef LTRUN_LAUNCHER_H
 #define LTRUN_LAUNCHER_H
 
-#include "dist/launch.h"
+#include "trainer/launch_info.h"
 
 /* Runs the whole job and returns ltrun's exit status. argv is ltrun's own,
  * NULL-terminated; workers get it unchanged (plus --ckpt-path on a resume).

@@ -81,22 +81,6 @@ static bool find_in_dirs(lt_registry *r, const char *file, char *path, size_t le
 
 /* ---- names for suggestions ----------------------------------------------- */
 
-typedef struct name_walk {
-    lt_kind kind;
-    void (*fn)(void *user, const char *name);
-    void *user;
-} name_walk;
-
-static bool visit_name(void *user, const char *dir, const char *file) {
-    (void)dir;
-    name_walk *w = user;
-    uint32_t kind;
-    char name[128];
-    if (registry_parse_file_name(file, &kind, name, sizeof name) && kind == w->kind)
-        w->fn(w->user, name);
-    return true;
-}
-
 typedef struct nearest {
     const char *target;
     char best[128];
@@ -116,8 +100,7 @@ static void keep_nearest(void *user, const char *name) {
  * typo (lt_close_enough) and not the same name. */
 static bool suggest(lt_registry *r, lt_kind kind, const char *target, char *out, size_t len) {
     nearest n = {target, "", INT_MAX};
-    name_walk w = {kind, keep_nearest, &n};
-    registry_each_file(r, visit_name, &w);
+    lt_registry_each_name(r, kind, keep_nearest, &n);
     if (!n.best[0] || n.dist == 0 || !lt_close_enough(target, n.dist)) return false;
     snprintf(out, len, "%s", n.best);
     return true;
@@ -172,16 +155,16 @@ void registry_installed_names(lt_registry *r, lt_kind kind, const char *skip, ch
     registry_each_file(r, visit_installed, &w);
 }
 
-typedef struct each_name_walk {
+typedef struct name_walk {
     lt_kind kind;
     void (*fn)(void *user, const char *name);
     void *user;
     char seen[4096];
-} each_name_walk;
+} name_walk;
 
 static bool visit_name_once(void *user, const char *dir, const char *file) {
     (void)dir;
-    each_name_walk *w = user;
+    name_walk *w = user;
     uint32_t kind;
     char name[128];
     if (!registry_parse_file_name(file, &kind, name, sizeof name) || kind != (uint32_t)w->kind ||
@@ -194,7 +177,7 @@ static bool visit_name_once(void *user, const char *dir, const char *file) {
 
 void lt_registry_each_name(lt_registry *r, lt_kind kind, void (*fn)(void *user, const char *name),
                            void *user) {
-    each_name_walk w = {.kind = kind, .fn = fn, .user = user};
+    name_walk w = {.kind = kind, .fn = fn, .user = user};
     registry_each_file(r, visit_name_once, &w);
 }
 

@@ -53,7 +53,6 @@ struct lt_run {
     lt_bucket_view *buckets;    /* lt_run_set_buckets */
     size_t nbuckets;
     bool strategy_started;  /* setup_environment was called: teardown is owed */
-    bool external_launch; /* a launcher (ltrun, torchrun, srun) started this process */
     lt_dist_options dist;   /* timeouts, from the trainer's options */
     int num_nodes;          /* trainer.num_nodes */
 

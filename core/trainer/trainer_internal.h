@@ -12,8 +12,8 @@ struct lt_trainer {
     bool data_open;
     double *spawn_params;    /* ddp_spawn: rank 0's final parameters */
     size_t spawn_nparams;
-    bool in_spawn_child;
-    bool quiet;              /* no start-up lines (ddp_spawn's parent after the workers) */     /* a worker forked by lt_trainer_fit_spawn */
+    bool in_spawn_child;     /* a worker forked by lt_trainer_fit_spawn */
+    bool quiet;              /* no start-up lines (ddp_spawn's parent after the workers) */
     bool fit_done;
     lt_dataset train_ds, val_ds, test_ds;
     lt_dataset train_base;   /* owner of the train/val views */

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "trainer_internal.h"
-#include "dist/launch.h"
+#include "launch_info.h"
 
 extern char **environ;
 

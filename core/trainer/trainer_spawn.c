@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "launch_info.h"
 #include "trainer_internal.h"
 #include "dist/store_server.h"
 

@@ -24,9 +24,6 @@ lt_status lt_run_read_world(lt_run *r) {
     int v;
     w->num_nodes = r->num_nodes;
     w->num_devices = 1;
-    bool external = false;
-    ENV_CALL(r, creates_processes_externally, &external);
-    r->external_launch = external;
     if (r->launch == LT_LAUNCH_NONE) {
         w->world_size = 1;
         w->local_world_size = 1;
