@@ -107,6 +107,11 @@ void lt_optim_step(lt_optimizer *o, void *params, const void *grads, const lt_ke
     o->step++;
 }
 
+void lt_clip_grad_value(void *grads, size_t n, lt_dtype t, double clip_value, const lt_kernels *k,
+                        lt_ctx *kctx) {
+    k->clamp(kctx, t, grads, (int64_t)n, -clip_value, clip_value);
+}
+
 double lt_clip_grad_norm(void *grads, size_t n, lt_dtype t, double max_norm, const lt_kernels *k,
                          lt_ctx *kctx) {
     double ss = 0;

@@ -39,6 +39,11 @@ void lt_optim_step(lt_optimizer *o, void *params, const void *grads, const lt_ke
  * returns the norm before clipping. */
 double lt_clip_grad_norm(void *grads, size_t n, lt_dtype t, double max_norm, const lt_kernels *k,
                          lt_ctx *kctx);
+/* Clamps every gradient element to [-clip_value, clip_value] (PyTorch's
+ * clip_grad_value_; NaN stays NaN). The kernel table must have clamp
+ * (LT_KERNELS_HAS: the trainer checks at setup). */
+void lt_clip_grad_value(void *grads, size_t n, lt_dtype t, double clip_value, const lt_kernels *k,
+                        lt_ctx *kctx);
 const char *lt_optim_state_name(const lt_optimizer *o, int i); /* "momentum_buffer", "exp_avg" ... */
 
 #endif

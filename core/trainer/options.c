@@ -91,11 +91,8 @@ static lt_status read_loop(reader *r, lt_loop_options *o) {
     o->clip_val = f64(r, "trainer", "gradient_clip_val");
     if (!(o->clip_val >= 0))
         return fail(r, "trainer.gradient_clip_val = %g must be >= 0 (0: no clipping)", o->clip_val);
-    if (o->clip_val > 0 && strcasecmp(str(r, "trainer", "gradient_clip_algorithm"), "norm")) {
-        fail(r, "trainer.gradient_clip_algorithm = '%s' (%s): only norm is supported; set it to norm",
-             str(r, "trainer", "gradient_clip_algorithm"), lt_config_origin(r->c, "trainer", "gradient_clip_algorithm"));
-        return r->st = LT_ERR_UNSUPPORTED;
-    }
+    /* norm or value: the config's declaration admits nothing else */
+    o->clip_by_value = !strcasecmp(str(r, "trainer", "gradient_clip_algorithm"), "value");
     LT_CHECK(limit(r, "limit_train_batches", &o->limit_train));
     LT_CHECK(limit(r, "limit_val_batches", &o->limit_val));
     LT_CHECK(limit(r, "limit_test_batches", &o->limit_test));

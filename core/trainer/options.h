@@ -14,7 +14,8 @@ typedef struct lt_loop_options {
     int64_t max_steps;        /* -1: no limit */
     int64_t min_epochs;
     int64_t accumulate;       /* accumulate_grad_batches */
-    double clip_val;          /* gradient_clip_val; 0: off (norm clipping) */
+    double clip_val;          /* gradient_clip_val; 0: off */
+    bool clip_by_value;       /* gradient_clip_algorithm = value (else norm) */
     double limit_train, limit_val, limit_test; /* <= 1: fraction; > 1: batches */
     int64_t check_val_every;
     int64_t log_every;

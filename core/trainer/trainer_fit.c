@@ -120,7 +120,9 @@ static lt_status optimizer_step(lt_trainer *t) {
     if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "unscale_and_check", st);
     lt_model *m = r->model;
     if (finite) {
-        if (t->opt.loop.clip_val > 0) lt_clip_grad_norm(m->grads_flat, m->total, m->dtype, t->opt.loop.clip_val, m->k, m->kctx);
+        double clip = t->opt.loop.clip_val;
+        if (clip > 0 && t->opt.loop.clip_by_value) lt_clip_grad_value(m->grads_flat, m->total, m->dtype, clip, m->k, m->kctx);
+        else if (clip > 0) lt_clip_grad_norm(m->grads_flat, m->total, m->dtype, clip, m->k, m->kctx);
         lt_optim_step(&r->optim, m->params_flat, m->grads_flat, m->k, m->kctx, r->epoch);
     }
     st = LT_PREC(r)->update(&r->precision.ctx, !finite);

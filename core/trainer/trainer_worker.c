@@ -147,6 +147,10 @@ static lt_status setup_optimizer(lt_trainer *t) {
     lt_run *r = &t->run;
     lt_optim_config *o = &r->optim_cfg;
     *o = t->opt.optim.cfg;
+    if (t->opt.loop.clip_val > 0 && t->opt.loop.clip_by_value && !LT_KERNELS_HAS(r->model->k, clamp))
+        return lt_run_fail(r, LT_ERR_UNSUPPORTED, "trainer.gradient_clip_algorithm = value needs the clamp "
+                           "kernel (ABI 1.2), which accelerator '%s' lacks; use norm or rebuild the "
+                           "accelerator against lt 1.2 headers", r->accel.ctx.name);
     if (LT_MOD(r)->configure_optimizers) {
         lt_status st = LT_MOD(r)->configure_optimizers(&r->module.ctx, o);
         if (st != LT_OK) return lt_run_hook_failed(r, &r->module, "configure_optimizers", st);

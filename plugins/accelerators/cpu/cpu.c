@@ -274,6 +274,7 @@ static const lt_kernels cpu_kernel_table = {
     .col2im = cpu_col2im,
     .max_pool_fwd = cpu_max_pool_fwd,
     .max_pool_bwd = cpu_max_pool_bwd,
+    .clamp = cpu_clamp,
 };
 
 static lt_status cpu_get_kernels(lt_ctx *ctx, const lt_kernels **out) {

@@ -72,6 +72,7 @@ void cpu_gemm(lt_ctx *ctx, lt_dtype t, bool ta, bool tb, int64_t m, int64_t n, i
 /* elementwise.c */
 void cpu_fill(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, double v);
 void cpu_axpby(lt_ctx *ctx, lt_dtype t, int64_t n, double a, const void *x, double b, void *y);
+void cpu_clamp(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, double lo, double hi);
 void cpu_add_bias(lt_ctx *ctx, lt_dtype t, void *y, const void *bias, int64_t rows,
                   int64_t cols);
 void cpu_sum_rows(lt_ctx *ctx, lt_dtype t, void *out, const void *x, int64_t rows, int64_t cols,

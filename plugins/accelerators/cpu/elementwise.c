@@ -1,4 +1,5 @@
-/* Element-wise kernels: fill, axpby, bias, column sums, activations, dropout.
+/* Element-wise kernels: fill, axpby, clamp, bias, column sums, activations,
+ * dropout.
  *
  * Outputs may alias inputs element for element (y == x in place), so only
  * arguments that can never overlap are `restrict`; GCC versions the loops
@@ -36,6 +37,17 @@ CPU_FOR_FLOAT_TYPES(DEF_AXPBY)
 
 void cpu_axpby(lt_ctx *ctx, lt_dtype t, int64_t n, double a, const void *x, double b, void *y) {
     CPU_DISPATCH(ctx, "axpby", t, axpby, n, a, x, b, y);
+}
+
+/* NaN compares false both ways, so it passes through unchanged. */
+#define DEF_CLAMP(T, S)                                                                    \
+    static CPU_HOT void clamp_##S(T *restrict x, int64_t n, T lo, T hi) {                  \
+        for (int64_t i = 0; i < n; i++) x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];     \
+    }
+CPU_FOR_FLOAT_TYPES(DEF_CLAMP)
+
+void cpu_clamp(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, double lo, double hi) {
+    CPU_DISPATCH(ctx, "clamp", t, clamp, x, n, lo, hi);
 }
 
 #define DEF_ADD_BIAS(T, S)                                                                 \

@@ -26,7 +26,8 @@ extern "C" {
 /* 1.1: lt_kernels gained the convolution and pooling kernels, accelerators
  *      the optional memory_is_host hook, lt_pg_options the main address.
  * 1.2: liblt gained keyed plugin state, lt_ctx_original, and the parameter
- *      and bucket views (lt_run_params, lt_run_buckets); no struct changed. */
+ *      and bucket views (lt_run_params, lt_run_buckets); lt_kernels the
+ *      clamp kernel (gradient clipping by value). */
 
 #if defined(__GNUC__)
 #define LT_API __attribute__((visibility("default")))

@@ -136,6 +136,13 @@ typedef struct lt_kernels {
     /* dx = beta * dx, then each dy element added at its argmax. */
     void (*max_pool_bwd)(lt_ctx *ctx, lt_dtype t, const void *dy, const int32_t *argmax,
                          const lt_conv_geom *g, void *dx, double beta);
+
+    /* ---- ABI 1.2. An older accelerator lacks it; the core checks
+     * LT_KERNELS_HAS before use. ---- */
+
+    /* x = min(max(x, lo), hi) element-wise, in place; NaN stays NaN (as
+     * torch.clamp). For gradient clipping by value. */
+    void (*clamp)(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, double lo, double hi);
 } lt_kernels;
 
 /* True when a kernel table (from a plugin built against any 1.x) has

@@ -307,6 +307,36 @@ static void test_clip(void) {
     clip_case(100.0, 1.0);
 }
 
+/* Clipping by value against its definition, min(max(g, -v), v) element by
+ * element, in both dtypes: values inside, on and beyond the bounds, signed
+ * zero, infinities, and NaN (kept, as torch.clamp keeps it). */
+static void clip_value_case(lt_dtype t) {
+    const double in[] = {0.0, -0.0, 0.25, -0.25, 0.5, -0.5, 0.75, -3.0, 1e30, -INFINITY, INFINITY, NAN};
+    enum { N = sizeof in / sizeof in[0] };
+    size_t es = lt_dtype_size(t);
+    void *g = NULL;
+    CU_ASSERT_FATAL(g_acc->alloc(&g_ctx, N * es, &g) == LT_OK);
+    for (int i = 0; i < N; i++) {
+        if (t == LT_F32) ((float *)g)[i] = (float)in[i];
+        else ((double *)g)[i] = in[i];
+    }
+    lt_clip_grad_value(g, N, t, 0.5, K, &g_ctx);
+    CU_ASSERT_EQUAL_FATAL(g_acc->synchronize(&g_ctx), LT_OK);
+    for (int i = 0; i < N; i++) {
+        double got = t == LT_F32 ? ((float *)g)[i] : ((double *)g)[i];
+        double want = isnan(in[i]) ? NAN : in[i] < -0.5 ? -0.5 : in[i] > 0.5 ? 0.5 : in[i];
+        bool ok = isnan(want) ? isnan(got) : got == want;
+        if (!ok) printf("\n  clip value 0.5 (%s): %g -> %g, want %g", lt_dtype_name(t), in[i], got, want);
+        CU_ASSERT(ok);
+    }
+    g_acc->free(&g_ctx, g);
+}
+
+static void test_clip_value(void) {
+    clip_value_case(LT_F32);
+    clip_value_case(LT_F64);
+}
+
 /* ---- validation ------------------------------------------------------------------- */
 
 static void expect_invalid(const char *what, const lt_optim_config *c, const char *key) {
@@ -396,6 +426,7 @@ int main(void) {
     CU_add_test(s, "lr: cosine", test_lr_cosine);
     CU_add_test(s, "lr: warm-up", test_lr_warmup);
     CU_add_test(s, "clip_grad_norm", test_clip);
+    CU_add_test(s, "clip_grad_value", test_clip_value);
     CU_add_test(s, "validate names the key", test_validate);
     CU_add_test(s, "optimizer state", test_state_names);
     int rc = lt_cunit_run();

@@ -170,6 +170,34 @@ static bool same_params(const result *a, const result *b, const char *what) {
     return diff == 0;
 }
 
+/* ---- gradient clipping by value ---------------------------------------------- */
+
+/* trainer.gradient_clip_algorithm = value reaches the step: a bound no
+ * gradient reaches changes nothing (bit for bit); a small one changes the
+ * result, and differently from norm clipping at the same value. The clamp
+ * itself is checked against its definition in test_optim. */
+static void test_clip_by_value(void) {
+    char r0[512], r1[512], r2[512], r3[512];
+    new_dir(r0, sizeof r0, "clip0");
+    new_dir(r1, sizeof r1, "clip1");
+    new_dir(r2, sizeof r2, "clip2");
+    new_dir(r3, sizeof r3, "clip3");
+    const char *const huge[] = {"trainer.gradient_clip_algorithm=value", "trainer.gradient_clip_val=1e9", NULL};
+    const char *const small[] = {"trainer.gradient_clip_algorithm=value", "trainer.gradient_clip_val=1e-3", NULL};
+    const char *const norm[] = {"trainer.gradient_clip_algorithm=norm", "trainer.gradient_clip_val=1e-3", NULL};
+    result plain = fit(r0, NULL, NULL), h = fit(r1, huge, NULL), v = fit(r2, small, NULL), n = fit(r3, norm, NULL);
+    if (fit_ok(&plain, "no clipping") && fit_ok(&h, "value 1e9") && fit_ok(&v, "value 1e-3") &&
+        fit_ok(&n, "norm 1e-3")) {
+        CU_ASSERT(same_params(&plain, &h, "value 1e9 vs none (no gradient that large)"));
+        CU_ASSERT(!same_params(&plain, &v, "value 1e-3 vs none (must differ)"));
+        CU_ASSERT(!same_params(&v, &n, "value 1e-3 vs norm 1e-3 (must differ)"));
+    }
+    result_free(&plain);
+    result_free(&h);
+    result_free(&v);
+    result_free(&n);
+}
+
 /* ---- a. determinism ------------------------------------------------------------ */
 
 static void test_determinism(void) {
@@ -601,6 +629,7 @@ int main(void) {
     CU_add_test(s, "f. empty checkpoint path and default_root_dir", test_empty_paths);
     CU_add_test(s, "f. values the workers would refuse fail at lt_trainer_new", test_bad_values_refused_early);
     CU_add_test(s, "environment auto: every environment plugin is scored", test_environment_auto_scores_every_plugin);
+    CU_add_test(s, "gradient clipping by value", test_clip_by_value);
     int rc = lt_cunit_run();
     nftw(g_tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return rc;
