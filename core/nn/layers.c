@@ -163,8 +163,13 @@ lt_tensor *lt_dropout(lt_step *s, lt_tensor *x, double p) {
     lt_tensor *y = lt_step_new_tensor(s, x->dtype, x->ndim, x->shape, x->requires_grad);
     uint8_t *mask = lt_step_scratch(s, (size_t)x->numel);
     if (!y || !mask) return NULL;
-    K(s)->dropout_fwd(KC(s), x->dtype, y->data, mask, x->data, x->numel, p, s->seed, s->rand_offset);
-    s->rand_offset += (uint64_t)x->numel;
+    /* A dp replica holding rows [row0, row0 + rows) of a batch of total_rows
+     * draws the numbers one device would for those rows. */
+    uint64_t per_row = s->batch_size > 0 && x->ndim > 0 && x->shape[0] == s->batch_size
+                           ? (uint64_t)(x->numel / s->batch_size) : 0;
+    uint64_t off = s->rand_offset + (per_row ? (uint64_t)s->row0 * per_row : 0);
+    K(s)->dropout_fwd(KC(s), x->dtype, y->data, mask, x->data, x->numel, p, s->seed, off);
+    s->rand_offset += per_row && s->total_rows ? (uint64_t)s->total_rows * per_row : (uint64_t)x->numel;
     lt_node *n = lt_step_record(s, dropout_bwd, y);
     if (n) { n->in[0] = x; n->saved = mask; n->arg = p; }
     return s->status == LT_OK ? y : NULL;

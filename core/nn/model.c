@@ -20,7 +20,7 @@ lt_model *lt_model_new(lt_dtype dtype, const void *accel_desc, lt_ctx *kctx,
 void lt_model_free(lt_model *m) {
     if (!m) return;
     const lt_accelerator_desc *a = m->accel;
-    if (a && m->params_flat) a->free(m->kctx, m->params_flat);
+    if (a && m->params_flat && !m->borrows_params) a->free(m->kctx, m->params_flat);
     if (a && m->grads_flat) a->free(m->kctx, m->grads_flat);
     for (int i = 0; i < m->nparams; i++) free(m->params[i]);
     for (int i = 0; i < m->nobjects; i++) free(m->objects[i]);
@@ -149,4 +149,37 @@ lt_status lt_model_finalize(lt_model *m, uint64_t seed) {
     lt_status st = a->synchronize(m->kctx);
     if (st != LT_OK) snprintf(m->error, sizeof m->error, "initialising parameters: %s", lt_last_error(m->kctx));
     return st;
+}
+
+lt_status lt_model_finalize_replica(lt_model *m, const lt_model *root, bool borrow) {
+    if (m->status != LT_OK) return m->status;
+    char want[64], got[64];
+    for (int i = 0; i < m->nparams || i < root->nparams; i++) {
+        const lt_param *p = i < m->nparams ? m->params[i] : NULL, *q = i < root->nparams ? root->params[i] : NULL;
+        if (p && q && !strcmp(p->name, q->name) && p->ndim == q->ndim &&
+            !memcmp(p->shape, q->shape, sizeof p->shape[0] * (size_t)p->ndim))
+            continue;
+        if (q) lt_shape_str(q->ndim, q->shape, want, sizeof want);
+        if (p) lt_shape_str(p->ndim, p->shape, got, sizeof got);
+        snprintf(m->error, sizeof m->error,
+                 "parameter %d is '%.100s' %s on this replica but '%.100s' %s on the root; init must "
+                 "register the same parameters on every replica (from the config, not globals)",
+                 i, p ? p->name : "(none)", p ? got : "", q ? q->name : "(none)", q ? want : "");
+        return m->status = LT_ERR_MISMATCH;
+    }
+    const lt_accelerator_desc *a = m->accel;
+    size_t bytes = m->total * lt_dtype_size(m->dtype);
+    if (borrow) {
+        m->params_flat = root->params_flat;
+        m->borrows_params = true;
+    } else if (a->alloc(m->kctx, bytes, &m->params_flat) != LT_OK) {
+        snprintf(m->error, sizeof m->error, "cannot allocate %zu bytes for the parameters: %s", bytes, lt_last_error(m->kctx));
+        return m->status = LT_ERR_NOMEM;
+    }
+    if (a->alloc(m->kctx, bytes, &m->grads_flat) != LT_OK) {
+        snprintf(m->error, sizeof m->error, "cannot allocate %zu bytes for the gradients: %s", bytes, lt_last_error(m->kctx));
+        return m->status = LT_ERR_NOMEM;
+    }
+    m->k->fill(m->kctx, m->dtype, m->grads_flat, (int64_t)m->total, 0.0);
+    return LT_OK;
 }

@@ -41,6 +41,7 @@ struct lt_model {
     lt_dtype dtype;      /* compute = parameter dtype of this replica */
     void *params_flat;   /* device */
     void *grads_flat;    /* device */
+    bool borrows_params; /* a replica reading the root's params_flat in place */
     uint64_t grad_cycle;
     const lt_kernels *k;
     lt_ctx *kctx;        /* accelerator context, passed to kernels */
@@ -87,6 +88,8 @@ struct lt_step {
     lt_tensor *inputs[4];
     int ninputs;
     int64_t batch_size;
+    int64_t row0;         /* a dp replica's first row in the whole batch (else 0) */
+    int64_t total_rows;   /* rows of the whole batch (0: batch_size) */
     bool training;
     int64_t global_step, epoch;
     uint64_t seed;        /* for dropout: counter-based with a per-step offset */
@@ -96,6 +99,7 @@ struct lt_step {
     lt_metric_fn log_fn;
     void *log_user;
     struct lt_run *run;   /* for the module's collectives; NULL in bare tests */
+    int replica;          /* the dp replica driving this step (0: the root) */
 };
 
 /* layers.c: shared by the layer files. False (the step failed with a
@@ -111,6 +115,11 @@ void lt_model_free(lt_model *m);
 void *lt_model_own(lt_model *m, size_t bytes); /* zeroed, freed with the model */
 /* Allocates the flat buffers and initialises every parameter from seed. */
 lt_status lt_model_finalize(lt_model *m, uint64_t seed);
+/* A replica's model after its init: the same parameters as root (else
+ * LT_ERR_MISMATCH naming the first difference in m->error), its own
+ * gradients, and either root's parameter buffer itself (borrow) or a buffer
+ * of its own (filled by the caller). */
+lt_status lt_model_finalize_replica(lt_model *m, const lt_model *root, bool borrow);
 void *lt_param_ptr(const lt_model *m, const lt_param *p);
 void *lt_param_grad_ptr(const lt_model *m, const lt_param *p);
 /* Starts a new gradient accumulation cycle: the next backward overwrites. */
@@ -136,6 +145,10 @@ double lt_grad_target(lt_step *s, lt_tensor *t, void **grad);
  * (loss scale / accumulation). Reports grad-ready ranges; parameters not used
  * this step get zero gradients and are reported at the end. */
 lt_status lt_step_backward(lt_step *s, lt_tensor *loss, double seed);
+/* Backward from a tensor that is not a loss: `out` must be the output of the
+ * last node recorded and out->grad already hold dLoss/dout (a dp replica's
+ * share of the gradient of training_step_end's loss). */
+lt_status lt_step_backward_from(lt_step *s, lt_tensor *out);
 lt_status lt_step_set_error(lt_step *s, lt_status st, const char *fmt, ...) LT_PRINTF(3, 4);
 /* A parameter's gradient was written by a backward node. */
 void lt_param_grad_done(lt_step *s, lt_param *p);

@@ -37,6 +37,8 @@ void lt_step_reset(lt_step *s, bool training, int64_t global_step, int64_t epoch
     s->ntape = 0;
     s->ninputs = 0;
     s->batch_size = 0;
+    s->row0 = 0;
+    s->total_rows = 0;
     s->training = training;
     s->global_step = global_step;
     s->epoch = epoch;
@@ -158,12 +160,27 @@ void lt_param_grad_done(lt_step *s, lt_param *p) {
     if (--p->pending_uses == 0) report_ready(s, p);
 }
 
+static lt_status replay(lt_step *s, double seed);
+
 lt_status lt_step_backward(lt_step *s, lt_tensor *loss, double seed) {
     if (s->status != LT_OK) return s->status;
     if (!s->training) return lt_step_set_error(s, LT_ERR_STATE, "backward called outside a training step");
     if (!loss || s->ntape == 0 || s->tape[s->ntape - 1]->out != loss)
         return lt_step_set_error(s, LT_ERR_INVALID,
             "training_step must return the output of a loss layer (lt_cross_entropy or lt_mse) recorded last");
+    return replay(s, seed);
+}
+
+lt_status lt_step_backward_from(lt_step *s, lt_tensor *out) {
+    if (s->status != LT_OK) return s->status;
+    if (!s->training) return lt_step_set_error(s, LT_ERR_STATE, "backward called outside a training step");
+    if (!out || s->ntape == 0 || s->tape[s->ntape - 1]->out != out || !out->grad)
+        return lt_step_set_error(s, LT_ERR_INVALID,
+            "with training_step_end, training_step must return the tensor it computed last (its output, e.g. the logits)");
+    return replay(s, 1.0);
+}
+
+static lt_status replay(lt_step *s, double seed) {
     for (int i = s->ntape - 1; i >= 0 && s->status == LT_OK; i--) {
         lt_node *n = s->tape[i];
         n->backward(s, n, i == s->ntape - 1 ? seed : 1.0);

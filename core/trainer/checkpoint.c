@@ -125,6 +125,7 @@ lt_status lt_checkpoint_load(lt_trainer *t, const char *path) {
                            path, fmt ? fmt : "(none)", CKPT_FORMAT);
     }
     lt_model *m = r->model;
+    r->params_version++; /* replicas holding copies fetch the loaded values */
     for (int i = 0; st == LT_OK && i < m->nparams; i++)
         st = load_tensor(r, f, path, m->params[i]->name, m->params[i], m->params_flat);
     const char *oname = lt_st_meta(f, "lt.optimizer");

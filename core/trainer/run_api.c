@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "run_internal.h"
+#include "replicas.h"
 #include "registry/hook_defaults.h"
 
 const lt_world *lt_run_world(const lt_run *run) { return &run->world; }
@@ -147,6 +148,8 @@ void lt_run_teardown_strategy(lt_run *r) {
             lt_log(&r->strategy.ctx, LT_LOG_WARN, "teardown failed: %s", lt_last_error(&r->strategy.ctx));
     }
     r->strategy_started = false;
+    lt_replicas_destroy(r->replicas); /* each on its own thread, before the root's model goes */
+    r->replicas = NULL;
     if (r->default_pg) lt_pg_destroy(r->default_pg);
     r->default_pg = NULL;
     free(r->buckets);
@@ -172,9 +175,28 @@ static lt_status default_sampler_shard(lt_ctx *ctx, lt_run *run, int *num_shards
     return LT_OK;
 }
 
+lt_status lt_run_module_training_step(lt_run *run, lt_step *step, lt_tensor **loss) {
+    lt_status st = LT_MOD(run)->training_step(&run->module.ctx, step, loss);
+    if (st != LT_OK || step->status != LT_OK || !LT_MOD(run)->training_step_end) return st;
+    if (!*loss) return lt_step_fail(step, "training_step returned no output for training_step_end");
+    /* One device: training_step_end receives its one output (Lightning). */
+    return LT_MOD(run)->training_step_end(&run->module.ctx, step, loss);
+}
+
+lt_status lt_run_module_eval_step(lt_run *run, lt_step *step, lt_stage stage) {
+    lt_status (*hook)(lt_ctx *, lt_step *) =
+        stage == LT_STAGE_TEST ? LT_MOD(run)->test_step : LT_MOD(run)->validation_step;
+    return hook(&run->module.ctx, step);
+}
+
 static lt_status default_training_step(lt_ctx *ctx, lt_run *run, lt_step *step, lt_tensor **loss) {
     (void)ctx;
-    return LT_MOD(run)->training_step(&run->module.ctx, step, loss);
+    return lt_run_module_training_step(run, step, loss);
+}
+
+static lt_status default_eval_step(lt_ctx *ctx, lt_run *run, lt_step *step, lt_stage stage) {
+    (void)ctx;
+    return lt_run_module_eval_step(run, step, stage);
 }
 
 void lt_run_register_defaults(void) {
@@ -184,6 +206,7 @@ void lt_run_register_defaults(void) {
     lt_hooks_set_default(LT_KIND_STRATEGY, "batch_multiplier", (void (*)(void))default_batch_multiplier);
     lt_hooks_set_default(LT_KIND_STRATEGY, "sampler_shard", (void (*)(void))default_sampler_shard);
     lt_hooks_set_default(LT_KIND_STRATEGY, "training_step", (void (*)(void))default_training_step);
+    lt_hooks_set_default(LT_KIND_STRATEGY, "eval_step", (void (*)(void))default_eval_step);
 }
 
 /* ---- the module's collectives, through the strategy ------------------------ */
@@ -202,26 +225,38 @@ int lt_step_rank(const lt_step *s) { return s->run ? s->run->world.global_rank :
 int lt_step_world_size(const lt_step *s) { return s->run ? s->run->world.world_size : 1; }
 bool lt_step_is_global_zero(const lt_step *s) { return lt_step_rank(s) == 0; }
 
+/* Collectives from a step that one of several dp replicas drives would
+ * have to meet the other replicas first; that is not built yet. */
+static lt_status on_replica(lt_step *s, const char *what) {
+    return lt_step_set_error(s, LT_ERR_UNSUPPORTED, "%s inside training_step on a dp replica is not "
+                             "supported yet; log the value with LT_LOG_SYNC_DIST, which reduces over "
+                             "replicas and processes at the epoch's end", what);
+}
+
 lt_status lt_step_reduce(lt_step *s, void *buf, size_t count, lt_dtype t, lt_redop op) {
     lt_run *r = s->run;
     if (!r) return no_run(s, "lt_step_reduce");
+    if (r->replicas && s != &r->step) return on_replica(s, "lt_step_reduce");
     return collective_done(s, r, "reduce", LT_STRAT(r)->reduce(&r->strategy.ctx, r, buf, count, t, op));
 }
 
 lt_status lt_step_all_gather(lt_step *s, const void *send, void *recv, size_t count, lt_dtype t) {
     lt_run *r = s->run;
     if (!r) return no_run(s, "lt_step_all_gather");
+    if (r->replicas && s != &r->step) return on_replica(s, "lt_step_all_gather");
     return collective_done(s, r, "all_gather", LT_STRAT(r)->all_gather(&r->strategy.ctx, r, send, recv, count, t));
 }
 
 lt_status lt_step_broadcast(lt_step *s, void *buf, size_t count, lt_dtype t, int root) {
     lt_run *r = s->run;
     if (!r) return no_run(s, "lt_step_broadcast");
+    if (r->replicas && s != &r->step) return on_replica(s, "lt_step_broadcast");
     return collective_done(s, r, "broadcast", LT_STRAT(r)->broadcast(&r->strategy.ctx, r, buf, count, t, root));
 }
 
 lt_status lt_step_barrier(lt_step *s) {
     lt_run *r = s->run;
     if (!r) return no_run(s, "lt_step_barrier");
+    if (r->replicas && s != &r->step) return on_replica(s, "lt_step_barrier");
     return collective_done(s, r, "barrier", LT_STRAT(r)->barrier(&r->strategy.ctx, r));
 }

@@ -59,6 +59,9 @@ struct lt_run {
     /* optimization */
     lt_optim_config optim_cfg; /* after the module's configure_optimizers and lr scaling */
     lt_optimizer optim;
+    uint64_t params_version; /* bumped whenever the root's parameters change (copied replicas) */
+    struct lt_replica_set *replicas; /* lt_run_replicate; NULL: the root alone */
+    int64_t batch_size, val_batch_size; /* data.*: replicas need a sample each */
     int64_t accumulate;     /* trainer.accumulate_grad_batches (the tape's loss scale) */
     bool sync_grads;        /* this backward ends an accumulation window */
     bool backward_hook_failed; /* a strategy hook failed inside backward (message in error) */
@@ -82,5 +85,10 @@ void lt_run_teardown_strategy(lt_run *r);
 lt_status lt_run_fail(lt_run *r, lt_status st, const char *fmt, ...) LT_PRINTF(3, 4);
 /* After a plugin hook failed: "<kind> '<name>': <hook> failed: <message>". */
 lt_status lt_run_hook_failed(lt_run *r, const lt_plugin *p, const char *hook, lt_status st);
+/* The module's training_step (then training_step_end when it has one) on
+ * `step`: the default strategy training_step, and one replica's. */
+lt_status lt_run_module_training_step(lt_run *r, lt_step *step, lt_tensor **loss);
+/* The module's validation_step or test_step on `step`. */
+lt_status lt_run_module_eval_step(lt_run *r, lt_step *step, lt_stage stage);
 
 #endif

@@ -124,6 +124,7 @@ static lt_status optimizer_step(lt_trainer *t) {
         if (clip > 0 && t->opt.loop.clip_by_value) lt_clip_grad_value(m->grads_flat, m->total, m->dtype, clip, m->k, m->kctx);
         else if (clip > 0) lt_clip_grad_norm(m->grads_flat, m->total, m->dtype, clip, m->k, m->kctx);
         lt_optim_step(&r->optim, m->params_flat, m->grads_flat, m->k, m->kctx, r->epoch);
+        r->params_version++;
     }
     st = LT_PREC(r)->update(&r->precision.ctx, !finite);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "update", st);
@@ -180,10 +181,9 @@ static lt_status train_epoch(lt_trainer *t, int64_t *samples) {
 
 lt_status lt_trainer_eval_loop(lt_trainer *t, int stage, lt_loader *l, double limit, bool sanity) {
     lt_run *r = &t->run;
-    lt_status (*hook)(lt_ctx *, lt_step *) =
-        stage == LT_STAGE_TEST ? LT_MOD(r)->test_step : LT_MOD(r)->validation_step;
+    bool has_hook = stage == LT_STAGE_TEST ? LT_MOD(r)->test_step : LT_MOD(r)->validation_step;
     const char *what = stage == LT_STAGE_TEST ? "test_step" : "validation_step";
-    if (!hook || !l) return LT_OK;
+    if (!has_hook || !l) return LT_OK;
     int64_t nb = limit_batches(lt_loader_num_batches(l), limit);
     if (sanity && nb > t->opt.loop.num_sanity_val) nb = t->opt.loop.num_sanity_val;
     LT_CHECK(lt_loader_start_epoch(l, 0));
@@ -194,7 +194,7 @@ lt_status lt_trainer_eval_loop(lt_trainer *t, int stage, lt_loader *l, double li
         lt_status st = lt_loader_next(l, &b);
         if (st != LT_OK) { r->drop_metrics = false; return lt_run_fail(r, st, "evaluation data, batch %lld: %s", (long long)i, lt_loader_error(l)); }
         LT_CHECK(begin_step(r, &b, false, 0));
-        st = hook(&r->module.ctx, &r->step);
+        st = LT_STRAT(r)->eval_step(&r->strategy.ctx, r, &r->step, (lt_stage)stage);
         if (st != LT_OK || r->step.status != LT_OK) {
             r->drop_metrics = false;
             if (!r->step.status) r->step.status = st;

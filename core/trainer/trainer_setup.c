@@ -357,6 +357,8 @@ static lt_status resolve_options(lt_trainer *t) {
     lt_status st = lt_options_read(r->config, &t->opt, err, sizeof err);
     if (st != LT_OK) return lt_run_fail(r, st, "%s", err);
     r->accumulate = t->opt.loop.accumulate;
+    r->batch_size = t->opt.data.batch_size;
+    r->val_batch_size = t->opt.data.val_batch_size;
     r->dist = t->opt.dist;
     r->num_nodes = t->opt.loop.num_nodes;
     read_launch_info(t);
@@ -447,7 +449,8 @@ lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out) {
     lt_ctx c = r->env.ctx;
     lt_status st = LT_ENV(r)->creates_processes_externally(&c, &external);
     if (st != LT_OK) return st;
-    out->launch = r->launch == LT_LAUNCH_SUBPROCESS && !external;
+    out->launch = (r->launch == LT_LAUNCH_SUBPROCESS || r->launch == LT_LAUNCH_NODE) && !external;
+    if (r->launch == LT_LAUNCH_NODE) out->nproc_per_node = 1; /* it drives the node's devices itself */
     /* num_nodes >= 1, the port and the other ranges were checked by
      * lt_config_validate; what is left involves two keys, and matters only
      * when lt starts the processes: under srun, mpirun or torchrun the

@@ -45,6 +45,15 @@ lt_status lt_run_read_world(lt_run *r) {
                            "local rank %d has no device: trainer.devices gives %d; start one process per device (devices=%d) or fix LOCAL_RANK",
                            w->local_rank, r->devices.count, w->local_world_size);
     w->device = r->devices.ids[w->local_rank];
+    if (r->launch == LT_LAUNCH_NODE) { /* one process drives every device of its node */
+        w->num_devices = r->devices.count;
+        if (w->world_size != w->num_nodes || w->local_world_size != 1)
+            return lt_run_fail(r, LT_ERR_MISMATCH,
+                               "strategy '%s' runs one process per node, but the environment (%s) reports %d "
+                               "process(es) in all and %d on this node for num_nodes = %d; start one process per "
+                               "node (torchrun --nproc-per-node 1, srun --ntasks-per-node 1)",
+                               r->strategy.ctx.name, r->env.ctx.name, w->world_size, w->local_world_size, w->num_nodes);
+    }
     if (w->world_size != w->num_nodes * r->devices.count && r->launch == LT_LAUNCH_SUBPROCESS)
         return lt_run_fail(r, LT_ERR_MISMATCH,
                            "the environment (%s) reports world size %d but num_nodes (%d) x devices (%d) = %d; make them agree",

@@ -150,6 +150,15 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
      * the launcher already shares cores among local ranks that way. */
     int64_t threads = lt_param_int(ctx, "num_threads", 0);
     if (threads > 0) openblas_set_num_threads(threads > 4096 ? 4096 : (int)threads);
+    s->device = device;
+    s->thread = pthread_self();
+    lt_status bst = cpu_bind_replicas(ctx, s, threads);
+    if (bst != LT_OK) {
+        pthread_mutex_destroy(&s->err_lock);
+        lt_sgemm_scratch_free(&s->gemm_scratch);
+        free(s);
+        return bst;
+    }
     lt_ctx_set_state(ctx, s);
     return LT_OK;
 }
@@ -157,6 +166,7 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
 static lt_status cpu_teardown(lt_ctx *ctx) {
     cpu_state *s = state_of(ctx);
     if (!s) return LT_OK;
+    cpu_unbind_replicas(s);
     uint64_t live = atomic_load(&s->allocated);
     if (live)
         lt_log(ctx, LT_LOG_WARN, "teardown with %llu bytes still allocated (leak)",

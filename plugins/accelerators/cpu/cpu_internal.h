@@ -53,7 +53,17 @@ typedef struct cpu_state {
      * runs. */
     lt_sgemm_fn sgemm;
     lt_sgemm_scratch gemm_scratch;
+    int device;                 /* setup's index: the core of a dp replica */
+    pthread_t thread;           /* the thread that called setup (drives the replica) */
 } cpu_state;
+
+/* replicas.c: a process that sets up more than one context runs dp
+ * replicas, one thread each: each thread is pinned to core `device` of the
+ * cores the process may use (modulo their count, with a warning) and
+ * OpenBLAS runs one thread per call unless num_threads says otherwise. A
+ * single context changes nothing. */
+lt_status cpu_bind_replicas(lt_ctx *ctx, cpu_state *s, int64_t num_threads);
+void cpu_unbind_replicas(cpu_state *s);
 
 /* Parks an error for the next synchronize (first one wins). */
 void cpu_fail(lt_ctx *ctx, lt_status code, const char *fmt, ...) LT_PRINTF(3, 4);

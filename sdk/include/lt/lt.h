@@ -12,5 +12,6 @@
 #include "lt/data.h"
 #include "lt/module.h"
 #include "lt/strategy.h"
+#include "lt/replica.h"
 #include "lt/precision.h"
 #endif

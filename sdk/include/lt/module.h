@@ -1,8 +1,9 @@
 /* Module: the user's model, like a LightningModule.
  *
  * Threading: init runs once per replica on the thread that owns it (the
- * worker's main thread; with dp, once per device). Step hooks run on the thread
- * driving that replica. Epoch hooks run on the training thread of the root
+ * worker's main thread for the root; with dp and ddp2, each other replica's
+ * own thread, once per device). Step hooks run on the thread driving that
+ * replica, at the same time on every replica. Epoch hooks run on the training thread of the root
  * replica. State is per replica: keep it in lt_ctx_set_state, never in globals,
  * so dp replicas do not share it. */
 #ifndef LT_MODULE_H
@@ -47,8 +48,16 @@ typedef struct lt_module_desc {
      * validation is skipped, and test says the module has no test_step). */
     lt_status (*validation_step)(lt_ctx *ctx, lt_step *step);
     lt_status (*test_step)(lt_ctx *ctx, lt_step *step);
-    /* Reserved for the dp strategy (combine per-replica losses on the root),
-     * which is not built yet: the core does not call it today. */
+    /* Optional: the loss over the whole batch from every replica's output.
+     * When set, training_step's *loss is its output (one row per sample, e.g.
+     * the logits, the tensor it computed last), not a loss. On entry *loss
+     * is the outputs of all replicas gathered in batch order ([batch, ...],
+     * on `step`'s tape; with one replica, training_step's own output) and
+     * `step` holds the whole batch's inputs; the hook replaces *loss with a
+     * loss layer's result (lt_cross_entropy, lt_mse) computed from it, as a
+     * softmax or contrastive loss over every sample needs. Backward hands
+     * each replica its rows of the gradient. Root replica's thread, the
+     * root's state; compute from the gathered outputs only (no parameters). */
     lt_status (*training_step_end)(lt_ctx *ctx, lt_step *step, lt_tensor **loss);
     /* Optional: adjust the optimizer; default keeps the config's. */
     lt_status (*configure_optimizers)(lt_ctx *ctx, lt_optim_config *cfg);

@@ -21,6 +21,7 @@
 
 #include "lt/run.h"
 #include "lt/nn.h"
+#include "lt/data.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,6 +31,8 @@ typedef enum lt_launch_kind {
     LT_LAUNCH_NONE = 0,       /* run in this process (single_device, dp) */
     LT_LAUNCH_SUBPROCESS = 1, /* ltrun starts one process per local device (ddp) */
     LT_LAUNCH_SPAWN = 2,      /* fork workers after setup; results return to the parent */
+    LT_LAUNCH_NODE = 3,       /* ABI 1.3: ltrun starts one process per node, driving all of
+                               * the node's devices (ddp2) */
 } lt_launch_kind;
 
 typedef struct lt_strategy_desc {
@@ -78,9 +81,10 @@ typedef struct lt_strategy_desc {
     lt_status (*on_train_start)(lt_ctx *ctx, lt_run *run);
     lt_status (*on_train_end)(lt_ctx *ctx, lt_run *run);
 
-    /* Optional: runs one micro-batch forward and returns the loss. Default:
-     * the module's training_step on the root replica. dp overrides it to split
-     * the batch over replicas. */
+    /* Optional: runs one micro-batch forward and returns the loss, a scalar
+     * on `step`'s tape. Default: the module's training_step on the root
+     * replica, then its training_step_end when it has one. dp and ddp2 call
+     * lt_run_replicas_training_step (lt/replica.h) to split the batch. */
     lt_status (*training_step)(lt_ctx *ctx, lt_run *run, lt_step *step, lt_tensor **loss);
 
     /* Required. Backward is about to run. `sync` is false on accumulation
@@ -116,6 +120,13 @@ typedef struct lt_strategy_desc {
      * then possibly without the earlier hooks having run. Not the default
      * group: the run destroys it after teardown returns. */
     lt_status (*teardown)(lt_ctx *ctx, lt_run *run);
+
+    /* ---- ABI 1.3 ---- */
+    /* Optional: one validation or test batch (stage LT_STAGE_VALIDATE or
+     * LT_STAGE_TEST), training thread. Default: the module's validation_step
+     * or test_step on the root replica; dp and ddp2 call
+     * lt_run_replicas_eval_step. */
+    lt_status (*eval_step)(lt_ctx *ctx, lt_run *run, lt_step *step, lt_stage stage);
 } lt_strategy_desc;
 
 #ifdef __cplusplus

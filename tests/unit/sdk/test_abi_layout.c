@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (n),                                           \
                    "offsetof(" #type ", " #field ") changed: bump the ABI (top of file)")
 
-_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 2,
+_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 3,
                "the ABI version changed: update the layouts below to the new version's");
 
 #if defined(__x86_64__)
@@ -95,7 +95,7 @@ OFF(lt_environment_desc, node_rank, 120);
 OFF(lt_environment_desc, local_world_size, 128);
 
 /* lt_strategy_desc */
-SIZE(lt_strategy_desc, 208);
+SIZE(lt_strategy_desc, 216);
 OFF(lt_strategy_desc, hdr, 0);
 OFF(lt_strategy_desc, launch_kind, 64);
 OFF(lt_strategy_desc, batch_multiplier, 72);
@@ -115,6 +115,7 @@ OFF(lt_strategy_desc, all_gather, 176);
 OFF(lt_strategy_desc, broadcast, 184);
 OFF(lt_strategy_desc, barrier, 192);
 OFF(lt_strategy_desc, teardown, 200);
+OFF(lt_strategy_desc, eval_step, 208); /* 1.3 */
 
 /* lt_precision_desc */
 SIZE(lt_precision_desc, 120);
@@ -213,6 +214,10 @@ OFF(lt_pg_options, iface, 32);
 OFF(lt_pg_options, num_threads, 40);
 OFF(lt_pg_options, connect_timeout_ms, 48);
 OFF(lt_pg_options, main_address, 56); /* 1.1 */
+
+/* lt_replica_params (1.3): an enum, values pinned */
+_Static_assert(LT_REPLICA_PARAMS_AUTO == 0 && LT_REPLICA_PARAMS_SHARED == 1 && LT_REPLICA_PARAMS_COPIED == 2, "lt_replica_params values changed");
+_Static_assert(LT_LAUNCH_NODE == 3, "lt_launch_kind values changed");
 
 /* lt_param_view, lt_bucket_view (1.2) */
 SIZE(lt_param_view, 72);

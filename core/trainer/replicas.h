@@ -1,0 +1,76 @@
+/* Replicas of the module inside one process (lt/replica.h): their state,
+ * the threads that drive them, and what one step leaves between the
+ * forward, backward and reduction phases. */
+#ifndef LT_REPLICAS_H
+#define LT_REPLICAS_H
+
+#include <pthread.h>
+#include "lt/replica.h"
+#include "io/metrics.h"
+
+struct lt_run;
+typedef struct lt_replica_set lt_replica_set;
+
+/* One lt_log_metric call on a replica, merged on the root after the phase. */
+typedef struct lt_replica_log {
+    char name[LT_METRIC_NAME];
+    double value, weight;
+    unsigned flags;
+} lt_replica_log;
+
+typedef struct lt_replica {
+    int index;               /* 0: the root (the run's model, the training thread) */
+    int device;
+    lt_replica_set *set;
+    lt_ctx accel_ctx;        /* replicas 1..: their own; the root uses the run's */
+    lt_ctx module_ctx;
+    bool accel_ready, module_ready;
+    lt_model *model;         /* replica 0: the run's */
+    lt_step step;
+    bool step_ready;
+    int64_t row0, rows;      /* this step's slice of the batch; rows 0: idle */
+    lt_tensor *out;          /* training_step's result */
+    double loss;             /* its value when it is a loss */
+    uint64_t params_version; /* copied parameters: the root's version they hold */
+    lt_replica_log *logs;
+    int nlogs, logcap;
+    lt_status status;        /* of the last job */
+    char error[1024];
+    pthread_t thread;
+    bool thread_started;
+} lt_replica;
+
+typedef void (*lt_replica_job)(lt_replica *rep, void *arg);
+
+struct lt_replica_set {
+    struct lt_run *run;
+    lt_replica *rep;
+    int count;
+    bool copied;             /* replicas hold parameter copies */
+    /* the pool: a job is published under `gen`; workers run it and count down */
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen;
+    int pending;
+    bool quit;
+    lt_replica_job job;
+    void *arg;
+    /* this step */
+    int active;              /* replicas with rows */
+    int64_t total_rows;
+    lt_stage stage;          /* eval jobs */
+    double seed;             /* backward: the loss's seed */
+    lt_tensor *gathered;     /* training_step_end: the gathered outputs on the root's tape */
+};
+
+/* replica_pool.c: runs job on every replica at once (replica 0 on the
+ * calling thread) and waits; the first replica's failure, in index order,
+ * becomes the run's error. */
+lt_status lt_replicas_run(lt_replica_set *rs, lt_replica_job job, void *arg, const char *what);
+/* Frees everything (each replica on its own thread), joins the threads. */
+void lt_replicas_destroy(lt_replica_set *rs);
+/* Replica 1..: its copy of the root's parameters is current. */
+lt_status lt_replica_refresh_params(lt_replica *rep);
+lt_status lt_replica_fail(lt_replica *rep, lt_status st, const char *fmt, ...) LT_PRINTF(3, 4);
+
+#endif

@@ -1,0 +1,86 @@
+/* dp on cpu: each replica is one core. Setup is called once per replica,
+ * on the replica's own thread (the root's first); the second live context
+ * says the process runs replicas, so from then on every context's thread is
+ * pinned and OpenBLAS stops spreading one call over the cores the other
+ * replicas compute on. The root, set up alone, is pinned when the second
+ * context appears; pinning a thread from another is what
+ * pthread_setaffinity_np allows. */
+#define _GNU_SOURCE
+#include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
+#include "cpu_internal.h"
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static cpu_state *g_live[256]; /* contexts set up and not torn down */
+static int g_nlive;
+
+/* The n-th CPU this process may run on, or -1. */
+static int allowed_cpu(int n, int *count) {
+    cpu_set_t set;
+    *count = 0;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+    int found = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &set)) continue;
+        if (*count == n) found = c;
+        (*count)++;
+    }
+    return found;
+}
+
+/* Replica `device` computes on allowed core device % cores: more replicas
+ * than cores share them (slower, but dp's result is the same). */
+static lt_status pin(lt_ctx *ctx, const cpu_state *s) {
+    int count;
+    allowed_cpu(0, &count);
+    if (count < 1) {
+        lt_set_error(ctx, "cpu accelerator: cannot read the cores this process may use (sched_getaffinity)");
+        return LT_ERR_INVALID;
+    }
+    int cpu = allowed_cpu(s->device % count, &count);
+    if (s->device >= count)
+        lt_log(ctx, LT_LOG_WARN, "replica on device %d shares cpu %d with device %d: this process may use "
+               "%d core(s), so trainer.devices > %d runs replicas side by side on one core", s->device, cpu,
+               s->device % count, count, count);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    int rc = pthread_setaffinity_np(s->thread, sizeof one, &one);
+    if (rc != 0) {
+        lt_set_error(ctx, "cpu accelerator: pinning the replica of device %d to cpu %d failed (error %d)",
+                     s->device, cpu, rc);
+        return LT_ERR_INVALID;
+    }
+    lt_log(ctx, LT_LOG_DEBUG, "replica on device %d pinned to cpu %d", s->device, cpu);
+    return LT_OK;
+}
+
+lt_status cpu_bind_replicas(lt_ctx *ctx, cpu_state *s, int64_t num_threads) {
+    pthread_mutex_lock(&g_lock);
+    lt_status st = LT_OK;
+    if (g_nlive == (int)(sizeof g_live / sizeof g_live[0])) {
+        lt_set_error(ctx, "cpu accelerator: more than %d contexts in one process", g_nlive);
+        st = LT_ERR_INVALID;
+    } else {
+        g_live[g_nlive++] = s;
+        if (g_nlive >= 2) {
+            if (g_nlive == 2) st = pin(ctx, g_live[0]); /* the root, set up alone before */
+            if (st == LT_OK) st = pin(ctx, s);
+            if (st == LT_OK && num_threads <= 0) openblas_set_num_threads(1);
+        }
+        if (st != LT_OK) g_nlive--;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return st;
+}
+
+void cpu_unbind_replicas(cpu_state *s) {
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_nlive; i++)
+        if (g_live[i] == s) {
+            g_live[i] = g_live[--g_nlive];
+            break;
+        }
+    pthread_mutex_unlock(&g_lock);
+}
