@@ -147,6 +147,9 @@ void lt_replicas_destroy(lt_replica_set *rs) {
     pthread_mutex_destroy(&rs->mu);
     pthread_cond_destroy(&rs->go);
     pthread_cond_destroy(&rs->done);
+    pthread_mutex_destroy(&rs->coll_mu);
+    pthread_cond_destroy(&rs->coll_cv);
+    free(rs->coll);
     free(rs->rep);
     free(rs);
 }
@@ -192,9 +195,11 @@ lt_status lt_run_replicate(lt_run *r, int count, lt_replica_params params) {
     LT_CHECK(choose_sharing(r, params, &copied));
     lt_replica_set *rs = calloc(1, sizeof *rs);
     lt_replica *rep = calloc((size_t)count, sizeof *rep);
-    if (!rs || !rep) {
+    lt_replica_coll *coll = calloc((size_t)count, sizeof *coll);
+    if (!rs || !rep || !coll) {
         free(rs);
         free(rep);
+        free(coll);
         lt_set_error(NULL, "out of memory for %d replicas", count);
         return LT_ERR_NOMEM;
     }
@@ -205,6 +210,9 @@ lt_status lt_run_replicate(lt_run *r, int count, lt_replica_params params) {
     pthread_mutex_init(&rs->mu, NULL);
     pthread_cond_init(&rs->go, NULL);
     pthread_cond_init(&rs->done, NULL);
+    rs->coll = coll;
+    pthread_mutex_init(&rs->coll_mu, NULL);
+    pthread_cond_init(&rs->coll_cv, NULL);
     r->replicas = rs;
     for (int i = 0; i < count; i++) {
         rep[i].index = i;

@@ -42,6 +42,19 @@ typedef struct lt_replica {
 
 typedef void (*lt_replica_job)(lt_replica *rep, void *arg);
 
+/* One replica's arguments to a module collective (replica_collective.c). */
+typedef enum { LT_COLL_REDUCE, LT_COLL_GATHER, LT_COLL_BCAST, LT_COLL_BARRIER } lt_coll_kind;
+typedef struct lt_replica_coll {
+    lt_coll_kind kind;
+    void *buf;          /* reduce, broadcast */
+    const void *send;   /* all_gather */
+    void *recv;
+    size_t count;
+    lt_dtype t;
+    lt_redop op;
+    int root;
+} lt_replica_coll;
+
 struct lt_replica_set {
     struct lt_run *run;
     lt_replica *rep;
@@ -61,6 +74,14 @@ struct lt_replica_set {
     lt_stage stage;          /* eval jobs */
     double seed;             /* backward: the loss's seed */
     lt_tensor *gathered;     /* training_step_end: the gathered outputs on the root's tape */
+    /* module collectives: the active replicas meet, the last performs */
+    pthread_mutex_t coll_mu;
+    pthread_cond_t coll_cv;
+    int coll_arrived;
+    uint64_t coll_round;
+    lt_replica_coll *coll;   /* one per replica */
+    lt_status coll_status;
+    char coll_error[1024];
 };
 
 /* replica_pool.c: runs job on every replica at once (replica 0 on the
@@ -72,5 +93,8 @@ void lt_replicas_destroy(lt_replica_set *rs);
 /* Replica 1..: its copy of the root's parameters is current. */
 lt_status lt_replica_refresh_params(lt_replica *rep);
 lt_status lt_replica_fail(lt_replica *rep, lt_status st, const char *fmt, ...) LT_PRINTF(3, 4);
+/* replica_collective.c: a module collective from replica s->replica's step;
+ * blocks until every replica with rows in this batch made the same call. */
+lt_status lt_replicas_collective(lt_step *s, const lt_replica_coll *args);
 
 #endif

@@ -221,42 +221,45 @@ static lt_status collective_done(lt_step *s, lt_run *r, const char *what, lt_sta
     return lt_step_set_error(s, st, "%s", r->error);
 }
 
-int lt_step_rank(const lt_step *s) { return s->run ? s->run->world.global_rank : 0; }
-int lt_step_world_size(const lt_step *s) { return s->run ? s->run->world.world_size : 1; }
-bool lt_step_is_global_zero(const lt_step *s) { return lt_step_rank(s) == 0; }
+/* A step one of several dp replicas drives: its collectives meet the other
+ * replicas first (replica_collective.c). */
+static bool on_replica(const lt_step *s) { return s->run && s->run->replicas && s != &s->run->step; }
 
-/* Collectives from a step that one of several dp replicas drives would
- * have to meet the other replicas first; that is not built yet. */
-static lt_status on_replica(lt_step *s, const char *what) {
-    return lt_step_set_error(s, LT_ERR_UNSUPPORTED, "%s inside training_step on a dp replica is not "
-                             "supported yet; log the value with LT_LOG_SYNC_DIST, which reduces over "
-                             "replicas and processes at the epoch's end", what);
+/* On replicas the module's world is every replica of every process. */
+int lt_step_rank(const lt_step *s) {
+    if (on_replica(s)) return s->run->world.global_rank * s->run->replicas->count + s->replica;
+    return s->run ? s->run->world.global_rank : 0;
 }
+int lt_step_world_size(const lt_step *s) {
+    if (on_replica(s)) return s->run->world.world_size * s->run->replicas->count;
+    return s->run ? s->run->world.world_size : 1;
+}
+bool lt_step_is_global_zero(const lt_step *s) { return lt_step_rank(s) == 0; }
 
 lt_status lt_step_reduce(lt_step *s, void *buf, size_t count, lt_dtype t, lt_redop op) {
     lt_run *r = s->run;
     if (!r) return no_run(s, "lt_step_reduce");
-    if (r->replicas && s != &r->step) return on_replica(s, "lt_step_reduce");
+    if (on_replica(s)) return lt_replicas_collective(s, &(lt_replica_coll){LT_COLL_REDUCE, .buf = buf, .count = count, .t = t, .op = op});
     return collective_done(s, r, "reduce", LT_STRAT(r)->reduce(&r->strategy.ctx, r, buf, count, t, op));
 }
 
 lt_status lt_step_all_gather(lt_step *s, const void *send, void *recv, size_t count, lt_dtype t) {
     lt_run *r = s->run;
     if (!r) return no_run(s, "lt_step_all_gather");
-    if (r->replicas && s != &r->step) return on_replica(s, "lt_step_all_gather");
+    if (on_replica(s)) return lt_replicas_collective(s, &(lt_replica_coll){LT_COLL_GATHER, .send = send, .recv = recv, .count = count, .t = t});
     return collective_done(s, r, "all_gather", LT_STRAT(r)->all_gather(&r->strategy.ctx, r, send, recv, count, t));
 }
 
 lt_status lt_step_broadcast(lt_step *s, void *buf, size_t count, lt_dtype t, int root) {
     lt_run *r = s->run;
     if (!r) return no_run(s, "lt_step_broadcast");
-    if (r->replicas && s != &r->step) return on_replica(s, "lt_step_broadcast");
+    if (on_replica(s)) return lt_replicas_collective(s, &(lt_replica_coll){LT_COLL_BCAST, .buf = buf, .count = count, .t = t, .root = root});
     return collective_done(s, r, "broadcast", LT_STRAT(r)->broadcast(&r->strategy.ctx, r, buf, count, t, root));
 }
 
 lt_status lt_step_barrier(lt_step *s) {
     lt_run *r = s->run;
     if (!r) return no_run(s, "lt_step_barrier");
-    if (r->replicas && s != &r->step) return on_replica(s, "lt_step_barrier");
+    if (on_replica(s)) return lt_replicas_collective(s, &(lt_replica_coll){.kind = LT_COLL_BARRIER});
     return collective_done(s, r, "barrier", LT_STRAT(r)->barrier(&r->strategy.ctx, r));
 }

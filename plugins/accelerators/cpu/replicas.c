@@ -9,11 +9,17 @@
 #include <cblas.h>
 #include <pthread.h>
 #include <sched.h>
+#include <string.h>
 #include "cpu_internal.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static cpu_state *g_live[256]; /* contexts set up and not torn down */
 static int g_nlive;
+/* What the first context's thread had before replicas pinned it, given back
+ * when it is alone again (an embedding program's next single-device run). */
+static cpu_set_t g_saved_mask;
+static int g_saved_blas_threads;
+static bool g_saved;
 
 /* The n-th CPU this process may run on, or -1. */
 static int allowed_cpu(int n, int *count) {
@@ -65,7 +71,11 @@ lt_status cpu_bind_replicas(lt_ctx *ctx, cpu_state *s, int64_t num_threads) {
     } else {
         g_live[g_nlive++] = s;
         if (g_nlive >= 2) {
-            if (g_nlive == 2) st = pin(ctx, g_live[0]); /* the root, set up alone before */
+            if (g_nlive == 2) { /* the root, set up alone before */
+                g_saved = pthread_getaffinity_np(g_live[0]->thread, sizeof g_saved_mask, &g_saved_mask) == 0;
+                g_saved_blas_threads = openblas_get_num_threads();
+                st = pin(ctx, g_live[0]);
+            }
             if (st == LT_OK) st = pin(ctx, s);
             if (st == LT_OK && num_threads <= 0) openblas_set_num_threads(1);
         }
@@ -79,8 +89,14 @@ void cpu_unbind_replicas(cpu_state *s) {
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < g_nlive; i++)
         if (g_live[i] == s) {
-            g_live[i] = g_live[--g_nlive];
+            memmove(&g_live[i], &g_live[i + 1], (size_t)(g_nlive - i - 1) * sizeof g_live[0]);
+            g_nlive--;
             break;
         }
+    if (g_nlive == 1 && g_saved) {
+        pthread_setaffinity_np(g_live[0]->thread, sizeof g_saved_mask, &g_saved_mask);
+        openblas_set_num_threads(g_saved_blas_threads);
+        g_saved = false;
+    }
     pthread_mutex_unlock(&g_lock);
 }

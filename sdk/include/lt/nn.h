@@ -120,7 +120,12 @@ LT_API lt_status lt_log_metric(lt_step *s, const char *name, double value, doubl
 
 /* ---- collectives for the module (Lightning's self.all_gather, ...) ----- */
 
-/* Where this process stands. */
+/* Where this step stands. Under dp and ddp2 every replica is a rank of the
+ * module's world: rank = process rank x replicas + replica, world_size =
+ * processes x replicas; the collectives below then meet every replica of
+ * every process (a replica with no rows in a short last batch does not
+ * call them; all_gather gives it zeros). training_step_end runs on the
+ * process's root and sees the world of processes. */
 LT_API int lt_step_rank(const lt_step *s);
 LT_API int lt_step_world_size(const lt_step *s);
 LT_API bool lt_step_is_global_zero(const lt_step *s);
