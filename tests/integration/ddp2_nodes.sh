@@ -9,7 +9,10 @@
 #   b. a run stopped mid-epoch (10 steps) and resumed from its
 #      last.safetensors ends bit for bit where an uninterrupted run ends;
 #   c. kill -9 node 1 while training: node 0 ends within 5 s, non-zero,
-#      naming the peer it lost.
+#      naming the peer it lost;
+#   d. --max-restarts on one node: its worker (2 replicas) killed in epoch 2
+#      restarts from last.safetensors and ends bit for bit where an
+#      uninterrupted run ends.
 source "$(dirname "$0")/common.sh"
 it_init ddp2_nodes "$@"
 NS0=ltd0_$$ NS1=ltd1_$$ V0=ltw0_$$ V1=ltw1_$$
@@ -104,4 +107,26 @@ show_tail "$IT_TMP/kill-n0.err" 4
 check "kill: node 0 ended within 5 s ($MS ms)" [ "$RC" -ne -1 -a "$MS" -le 5000 ]
 check "kill: node 0's exit status is non-zero ($RC)" [ "$RC" -gt 0 ]
 check "kill: node 0 names rank 1, the peer it lost" contains "$IT_TMP/kill-n0.err" "rank 1"
+
+echo "ddp2_nodes: d. --max-restarts 1: the node's worker killed in epoch 2, restarted from its checkpoint"
+ONE=(--strategy ddp2 --num-nodes 1 --devices 2 --seed 1 --batch-size 32 --set trainer.limit_train_batches=150
+     --max-epochs 2 --precision 64-true)
+run_ltrun ref "${BASE[@]}" "${ONE[@]}" --default-root-dir "$IT_TMP/ref"
+check "d: the uninterrupted run exits 0" [ "$RC" -eq 0 ]
+"$LTRUN" "${BASE[@]}" "${ONE[@]}" --max-restarts 1 --default-root-dir "$IT_TMP/restart" \
+    >"$IT_TMP/restart.out" 2>"$IT_TMP/restart.err" &
+LT=$!
+IT_PIDS+=($LT)
+CK="$IT_TMP/restart/checkpoints/last.safetensors"
+for i in $(seq 1200); do [ -e "$CK" ] && break; alive $LT || break; sleep 0.025; done
+W=$(worker_with_rank $LT 0)
+check "d: epoch 1's checkpoint appeared while the worker (${W:-none}) runs" [ -e "$CK" -a -n "$W" ]
+[ -n "$W" ] && kill -9 $W
+IT_PIDS+=($(children_of $LT))
+wait $LT
+RC=$?
+show_tail "$IT_TMP/restart.err" 3
+check "d: ltrun exits 0 after the restart" [ "$RC" -eq 0 ]
+check "d: it restarted from the last checkpoint" contains "$IT_TMP/restart.err" "restart 1 of 1, LT_RESTART_COUNT=1), resuming from .*last.safetensors"
+ckpt_equal "$CK" "$IT_TMP/ref/checkpoints/last.safetensors" 0 both "d: the restarted run equals the uninterrupted one exactly"
 it_finish
