@@ -152,7 +152,7 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
     if (threads > 0) openblas_set_num_threads(threads > 4096 ? 4096 : (int)threads);
     s->device = device;
     s->thread = pthread_self();
-    lt_status bst = cpu_bind_replicas(ctx, s, threads);
+    lt_status bst = cpu_bind_replicas(ctx, s, threads, lt_param_bool(ctx, "share_cores", false));
     if (bst != LT_OK) {
         pthread_mutex_destroy(&s->err_lock);
         lt_sgemm_scratch_free(&s->gemm_scratch);
@@ -318,6 +318,9 @@ static const lt_param_spec cpu_params[] = {
      "lt's f32 GEMM kernels: auto (the widest this CPU runs: avx512, else avx2, which takes "
      "only thin layers) | avx512 | avx2 (an ISA the CPU lacks is an error at setup) | "
      "generic (OpenBLAS only, as gemm=openblas)"},
+    {"share_cores", LT_PARAM_BOOL, "false",
+     "dp on cpu: allow more replicas (trainer.devices) than this process has cores; they then "
+     "share cores, replica i on core i modulo the count (false: more is an error)"},
     {NULL, 0, NULL, NULL},
 };
 

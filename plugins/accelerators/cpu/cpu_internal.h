@@ -59,10 +59,11 @@ typedef struct cpu_state {
 
 /* replicas.c: a process that sets up more than one context runs dp
  * replicas, one thread each: each thread is pinned to core `device` of the
- * cores the process may use (modulo their count, with a warning) and
- * OpenBLAS runs one thread per call unless num_threads says otherwise. A
- * single context changes nothing. */
-lt_status cpu_bind_replicas(lt_ctx *ctx, cpu_state *s, int64_t num_threads);
+ * cores the process may use and OpenBLAS runs one thread per call unless
+ * num_threads says otherwise. A device past the cores is an error unless
+ * share_cores (then core device % count, with a warning). A single context
+ * changes nothing. */
+lt_status cpu_bind_replicas(lt_ctx *ctx, cpu_state *s, int64_t num_threads, bool share_cores);
 void cpu_unbind_replicas(cpu_state *s);
 
 /* Parks an error for the next synchronize (first one wins). */

@@ -20,6 +20,7 @@ static int g_nlive;
 static cpu_set_t g_saved_mask;
 static int g_saved_blas_threads;
 static bool g_saved;
+static bool g_share_cores;
 
 /* The n-th CPU this process may run on, or -1. */
 static int allowed_cpu(int n, int *count) {
@@ -35,13 +36,20 @@ static int allowed_cpu(int n, int *count) {
     return found;
 }
 
-/* Replica `device` computes on allowed core device % cores: more replicas
- * than cores share them (slower, but dp's result is the same). */
+/* Replica `device` computes on allowed core `device`; with share_cores,
+ * more replicas than cores share them (core device % count; slower, but
+ * dp's result is the same). */
 static lt_status pin(lt_ctx *ctx, const cpu_state *s) {
     int count;
     allowed_cpu(0, &count);
     if (count < 1) {
         lt_set_error(ctx, "cpu accelerator: cannot read the cores this process may use (sched_getaffinity)");
+        return LT_ERR_INVALID;
+    }
+    if (s->device >= count && !g_share_cores) {
+        lt_set_error(ctx, "cpu accelerator: device %d does not exist: dp on cpu runs one replica per core "
+                     "and this process may use %d core(s); set trainer.devices <= %d, or "
+                     "accelerator.share_cores=true to run more replicas side by side", s->device, count, count);
         return LT_ERR_INVALID;
     }
     int cpu = allowed_cpu(s->device % count, &count);
@@ -62,8 +70,9 @@ static lt_status pin(lt_ctx *ctx, const cpu_state *s) {
     return LT_OK;
 }
 
-lt_status cpu_bind_replicas(lt_ctx *ctx, cpu_state *s, int64_t num_threads) {
+lt_status cpu_bind_replicas(lt_ctx *ctx, cpu_state *s, int64_t num_threads, bool share_cores) {
     pthread_mutex_lock(&g_lock);
+    g_share_cores = share_cores;
     lt_status st = LT_OK;
     if (g_nlive == (int)(sizeof g_live / sizeof g_live[0])) {
         lt_set_error(ctx, "cpu accelerator: more than %d contexts in one process", g_nlive);
