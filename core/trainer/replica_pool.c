@@ -117,6 +117,8 @@ static void setup_job(lt_replica *rep, void *arg) {
     lt_step_init(&rep->step, rep->model);
     rep->step_ready = true;
     rep->params_version = r->params_version - 1; /* copied: fetch before the first step */
+    rep->model->grad_ready = lt_replica_grad_ready;
+    rep->model->grad_ready_user = rep;
 }
 
 static void teardown_job(lt_replica *rep, void *arg) {
@@ -150,6 +152,8 @@ void lt_replicas_destroy(lt_replica_set *rs) {
     pthread_mutex_destroy(&rs->coll_mu);
     pthread_cond_destroy(&rs->coll_cv);
     free(rs->coll);
+    free(rs->unreported);
+    free(rs->queue);
     free(rs->rep);
     free(rs);
 }
@@ -196,10 +200,14 @@ lt_status lt_run_replicate(lt_run *r, int count, lt_replica_params params) {
     lt_replica_set *rs = calloc(1, sizeof *rs);
     lt_replica *rep = calloc((size_t)count, sizeof *rep);
     lt_replica_coll *coll = calloc((size_t)count, sizeof *coll);
-    if (!rs || !rep || !coll) {
+    int np = r->model->nparams;
+    _Atomic int *unreported = calloc((size_t)np, sizeof *unreported), *queue = calloc((size_t)np, sizeof *queue);
+    if (!rs || !rep || !coll || !unreported || !queue) {
         free(rs);
         free(rep);
         free(coll);
+        free(unreported);
+        free(queue);
         lt_set_error(NULL, "out of memory for %d replicas", count);
         return LT_ERR_NOMEM;
     }
@@ -211,6 +219,8 @@ lt_status lt_run_replicate(lt_run *r, int count, lt_replica_params params) {
     pthread_cond_init(&rs->go, NULL);
     pthread_cond_init(&rs->done, NULL);
     rs->coll = coll;
+    rs->unreported = unreported;
+    rs->queue = queue;
     pthread_mutex_init(&rs->coll_mu, NULL);
     pthread_cond_init(&rs->coll_cv, NULL);
     r->replicas = rs;

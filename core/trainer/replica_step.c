@@ -172,46 +172,82 @@ static void backward_job(lt_replica *rep, void *arg) {
     } else {
         st = lt_step_backward(s, rep->out, rs->seed * (double)rep->rows / (double)rs->total_rows);
     }
+    /* what a kernel of this replica parked surfaces here, not a step later */
     if (st == LT_OK) st = LT_ACC(rs->run)->synchronize(rep->index ? &rep->accel_ctx : &rs->run->accel.ctx);
     if (st != LT_OK) step_error(rep, st, "backward");
 }
 
-/* Each thread sums its own slice of the flat gradients: root += replica j
- * for every active j > 0. With copied parameters the root reads the other
- * devices' buffers through copy(D2D) into its own scratch first. */
-static void reduce_job(lt_replica *rep, void *arg) {
+/* The index of the parameter at flat offset `offset` (offsets ascend in
+ * registration order and are the same on every replica). */
+static int param_at(const lt_model *m, size_t offset) {
+    int lo = 0, hi = m->nparams - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (m->params[mid]->offset <= offset) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The root's thread passes the summed parameters on to the strategy, in the
+ * order they were summed. */
+static void hand_over(lt_replica_set *rs) {
+    lt_model *root = rs->run->model;
+    for (; rs->handed < atomic_load_explicit(&rs->queued, memory_order_acquire); rs->handed++) {
+        int i;
+        while ((i = atomic_load_explicit(&rs->queue[rs->handed], memory_order_acquire)) < 0) {}
+        if (rs->strategy_ready)
+            rs->strategy_ready(rs->strategy_user, root->params[i]->offset, (size_t)root->params[i]->numel);
+    }
+}
+
+/* A replica's gradient of one parameter is final. The last replica to say
+ * so adds the others' into the root's (host memory: it reads their buffers
+ * directly) and queues the parameter; the root's thread hands it on. */
+void lt_replica_grad_ready(void *user, size_t offset, size_t count) {
+    (void)count;
+    lt_replica *rep = user;
+    lt_replica_set *rs = rep->set;
+    lt_model *root = rs->run->model;
+    int i = param_at(root, offset);
+    if (atomic_fetch_sub_explicit(&rs->unreported[i], 1, memory_order_acq_rel) == 1) {
+        const lt_param *p = root->params[i];
+        size_t esz = lt_dtype_size(root->dtype);
+        lt_ctx *kc = rep->index ? &rep->accel_ctx : &rs->run->accel.ctx;
+        char *dst = (char *)root->grads_flat + p->offset * esz;
+        for (int j = 1; j < rs->active; j++)
+            root->k->axpby(kc, root->dtype, p->numel, 1.0, (char *)rs->rep[j].model->grads_flat + p->offset * esz,
+                           1.0, dst);
+        int slot = atomic_fetch_add_explicit(&rs->queued, 1, memory_order_acq_rel);
+        atomic_store_explicit(&rs->queue[slot], i, memory_order_release);
+    }
+    if (rep->index == 0) hand_over(rs);
+}
+
+/* Copied parameters: the replicas' gradients live on other devices; the
+ * root gathers each through copy(D2D) and sums after every backward ended. */
+static void reduce_copied_job(lt_replica *rep, void *arg) {
     (void)arg;
     lt_replica_set *rs = rep->set;
     lt_run *r = rs->run;
     lt_model *root = r->model;
     size_t total = root->total, esz = lt_dtype_size(root->dtype);
-    if (rs->copied) {
-        if (rep->index != 0) return;
-        for (int j = 1; j < rs->active; j++) {
-            void *tmp = lt_step_scratch(&rep->step, total * esz);
-            if (!tmp) { step_error(rep, rep->step.status, "reducing gradients"); return; }
-            lt_status st = LT_ACC(r)->copy(&r->accel.ctx, tmp, rs->rep[j].model->grads_flat, total * esz, LT_COPY_D2D);
-            if (st != LT_OK) { lt_replica_fail(rep, st, "gathering gradients: %s", lt_last_error(&r->accel.ctx)); return; }
-            root->k->axpby(&r->accel.ctx, root->dtype, (int64_t)total, 1.0, tmp, 1.0, root->grads_flat);
-        }
-        return;
+    if (rep->index != 0) return;
+    for (int j = 1; j < rs->active; j++) {
+        void *tmp = lt_step_scratch(&rep->step, total * esz);
+        if (!tmp) { step_error(rep, rep->step.status, "reducing gradients"); return; }
+        lt_status st = LT_ACC(r)->copy(&r->accel.ctx, tmp, rs->rep[j].model->grads_flat, total * esz, LT_COPY_D2D);
+        if (st != LT_OK) { lt_replica_fail(rep, st, "gathering gradients: %s", lt_last_error(&r->accel.ctx)); return; }
+        root->k->axpby(&r->accel.ctx, root->dtype, (int64_t)total, 1.0, tmp, 1.0, root->grads_flat);
     }
-    /* Slices of whole cache lines, one per thread. */
-    size_t per = (total + (size_t)rs->count - 1) / (size_t)rs->count;
-    per = (per + 15) & ~(size_t)15;
-    size_t lo = (size_t)rep->index * per, hi = lo + per < total ? lo + per : total;
-    if (lo >= hi) return;
-    lt_ctx *kc = rep->index ? &rep->accel_ctx : &r->accel.ctx;
-    char *dst = (char *)root->grads_flat + lo * esz;
-    for (int j = 1; j < rs->active; j++)
-        rep->model->k->axpby(kc, root->dtype, (int64_t)(hi - lo), 1.0,
-                             (char *)rs->rep[j].model->grads_flat + lo * esz, 1.0, dst);
-    lt_status st = LT_ACC(r)->synchronize(kc);
-    if (st != LT_OK) lt_replica_fail(rep, st, "reducing gradients: %s", lt_last_error(kc));
+    lt_status st = LT_ACC(r)->synchronize(&r->accel.ctx);
+    if (st != LT_OK) lt_replica_fail(rep, st, "reducing gradients: %s", lt_last_error(&r->accel.ctx));
 }
 
-/* The root's node: backward of every replica, their sum, then the ranges
- * the strategy would have seen from one backward, in its order. */
+/* The root's node: every replica's backward at once. With shared
+ * parameters each parameter is summed as soon as every replica has its
+ * gradient and handed to the strategy (ddp2 starts its buckets) while
+ * backward goes on; with copied ones, after it, in one pass. */
 static void replicas_bwd(lt_step *s, lt_node *n, double seed) {
     lt_run *r = s->run;
     lt_replica_set *rs = r->replicas;
@@ -223,17 +259,31 @@ static void replicas_bwd(lt_step *s, lt_node *n, double seed) {
                                              "gathered outputs; compute it from them");
         return;
     }
-    lt_grad_ready_fn ready = root->grad_ready;
-    root->grad_ready = NULL; /* the root's ranges are final only after the sum */
+    rs->strategy_ready = root->grad_ready;
+    rs->strategy_user = root->grad_ready_user;
+    for (int i = 0; i < root->nparams; i++) {
+        atomic_store(&rs->unreported[i], rs->active);
+        atomic_store(&rs->queue[i], -1);
+    }
+    atomic_store(&rs->queued, 0);
+    rs->handed = 0;
+    /* copied: nothing is summed during backward, the root reports at the end */
+    root->grad_ready = rs->copied ? NULL : lt_replica_grad_ready;
+    root->grad_ready_user = &rs->rep[0];
     lt_status st = lt_replicas_run(rs, backward_job, NULL, "backward");
-    if (st == LT_OK && rs->active > 1) st = lt_replicas_run(rs, reduce_job, NULL, "reducing gradients");
-    root->grad_ready = ready;
+    if (st == LT_OK && rs->copied && rs->active > 1) st = lt_replicas_run(rs, reduce_copied_job, NULL, "reducing gradients");
+    root->grad_ready = rs->strategy_ready;
+    root->grad_ready_user = rs->strategy_user;
     if (st != LT_OK) {
         lt_step_set_error(s, st, "%s", r->error);
         return;
     }
-    for (int i = root->nparams - 1; i >= 0 && ready && s->status == LT_OK; i--)
-        ready(root->grad_ready_user, root->params[i]->offset, (size_t)root->params[i]->numel);
+    if (!rs->copied) {
+        hand_over(rs); /* what the other replicas summed after the root's backward ended */
+        return;
+    }
+    for (int i = root->nparams - 1; i >= 0 && rs->strategy_ready && s->status == LT_OK; i--)
+        rs->strategy_ready(rs->strategy_user, root->params[i]->offset, (size_t)root->params[i]->numel);
 }
 
 /* ---- the API -------------------------------------------------------------- */

@@ -5,8 +5,10 @@
 #define LT_REPLICAS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include "lt/replica.h"
 #include "io/metrics.h"
+#include "nn/nn_internal.h"
 
 struct lt_run;
 typedef struct lt_replica_set lt_replica_set;
@@ -74,6 +76,15 @@ struct lt_replica_set {
     lt_stage stage;          /* eval jobs */
     double seed;             /* backward: the loss's seed */
     lt_tensor *gathered;     /* training_step_end: the gathered outputs on the root's tape */
+    /* backward, shared parameters: a parameter's gradient is summed by the
+     * replica that reports it last, then queued for the root's thread,
+     * which hands it to the strategy (on_grad_ready) while backward goes on */
+    _Atomic int *unreported; /* per parameter: replicas yet to report it */
+    _Atomic int *queue;      /* parameter indices in the order summed; -1: not yet */
+    _Atomic int queued;
+    int handed;              /* queue entries the root has passed on */
+    lt_grad_ready_fn strategy_ready; /* the run's callback, off during replica backward */
+    void *strategy_user;
     /* module collectives: the active replicas meet, the last performs */
     pthread_mutex_t coll_mu;
     pthread_cond_t coll_cv;
@@ -96,5 +107,8 @@ lt_status lt_replica_fail(lt_replica *rep, lt_status st, const char *fmt, ...) L
 /* replica_collective.c: a module collective from replica s->replica's step;
  * blocks until every replica with rows in this batch made the same call. */
 lt_status lt_replicas_collective(lt_step *s, const lt_replica_coll *args);
+/* replica_step.c: every replica model's grad-ready callback (user: the
+ * lt_replica) while the replicas run backward. */
+void lt_replica_grad_ready(void *user, size_t offset, size_t count);
 
 #endif

@@ -18,10 +18,14 @@
  *                   root's tape whose value is the loss over the whole batch
  *                   (each replica's weighted by its rows, or the module's
  *                   training_step_end over the gathered outputs). Its
- *                   backward runs every replica's backward, sums their
- *                   gradients into the root's flat gradient buffer (each
- *                   thread a disjoint slice), then reports every parameter
- *                   to the strategy's on_grad_ready as one backward would.
+ *                   backward runs every replica's backward at once; as
+ *                   soon as every replica has a parameter's gradient, the
+ *                   thread that finished it last adds the others' into the
+ *                   root's flat gradient buffer (so all threads sum, each
+ *                   its own parameters) and the root's thread reports it to
+ *                   the strategy's on_grad_ready while backward goes on (ddp2
+ *                   starts its buckets then). With copied parameters the
+ *                   root sums after the backward and reports every range.
  *   eval_step       lt_run_replicas_eval_step: the same split for
  *                   validation_step / test_step.
  * Metrics a module logs on its replicas are merged into one value per step
