@@ -455,7 +455,7 @@ lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out) {
      * lt_config_validate; what is left involves two keys, and matters only
      * when lt starts the processes: under srun, mpirun or torchrun the
      * environment plugin gives the node and the port. */
-    if (external) return LT_OK;
+    if (external || !out->launch) return LT_OK; /* the strategy judges num_nodes for itself (dp refuses) */
     if (out->node_rank < 0 || out->node_rank >= out->num_nodes) {
         lt_set_error(NULL, "launcher.node_rank = %d must be in [0, %d) (num_nodes = %d)", out->node_rank, out->num_nodes, out->num_nodes);
         return LT_ERR_INVALID;
