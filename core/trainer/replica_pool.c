@@ -59,8 +59,9 @@ lt_status lt_replicas_run(lt_replica_set *rs, lt_replica_job job, void *arg, con
     for (int i = 0; i < rs->count; i++) {
         lt_replica *rep = &rs->rep[i];
         if (rep->status != LT_OK)
-            return lt_run_fail(rs->run, rep->status, "%s on replica %d (device %d): %s", what, i,
-                               rep->device, rep->error[0] ? rep->error : "failed without a message");
+            return lt_run_fail(rs->run, rep->status, "replica %d (device %d): %s%s%s", i, rep->device,
+                               rep->error[0] ? "" : what, rep->error[0] ? "" : " ",
+                               rep->error[0] ? rep->error : "failed without a message");
     }
     return LT_OK;
 }

@@ -45,9 +45,9 @@ static lt_status merge_logs(lt_replica_set *rs, lt_step *root) {
             const char *b = j < rep->nlogs ? rep->logs[j].name : NULL;
             if (a && b && !strcmp(a, b)) continue;
             return lt_run_fail(r, LT_ERR_MISMATCH,
-                               "model '%s': replica %d logged %s%s%s as its metric %d but replica 0 logged %s%s%s: "
+                               "replica %d logged %s%s%s as its metric %d but replica 0 logged %s%s%s: "
                                "every replica must log the same metrics in the same order (log a metric on "
-                               "every replica, or use LT_LOG_RANK_ZERO_ONLY)", r->module.ctx.name, i,
+                               "every replica, or use LT_LOG_RANK_ZERO_ONLY)", i,
                                b ? "'" : "", b ? b : "nothing", b ? "'" : "", j + 1, a ? "'" : "",
                                a ? a : "nothing", a ? "'" : "");
         }
@@ -63,8 +63,7 @@ static lt_status merge_logs(lt_replica_set *rs, lt_step *root) {
         double v = weight > 0 ? sum / weight : plain / rs->active;
         if (root->log_fn) {
             lt_status st = root->log_fn(root->log_user, first->logs[j].name, v, weight, first->logs[j].flags);
-            if (st != LT_OK) return lt_run_fail(r, st, "model '%s': logging '%s': %s", r->module.ctx.name,
-                                                first->logs[j].name, lt_last_error(NULL));
+            if (st != LT_OK) return lt_run_fail(r, st, "logging '%s': %s", first->logs[j].name, lt_last_error(NULL));
         }
     }
     return LT_OK;
@@ -107,11 +106,11 @@ static lt_status begin_replica_step(lt_replica *rep, const lt_step *root) {
     return s->status == LT_OK ? LT_OK : lt_replica_fail(rep, s->status, "%s", s->error);
 }
 
+/* The trainer says which model and hook failed; the replica says why. */
 static lt_status step_error(lt_replica *rep, lt_status st, const char *hook) {
     const char *msg = rep->step.error[0] ? rep->step.error : lt_last_error(NULL);
-    return lt_replica_fail(rep, rep->step.status ? rep->step.status : st ? st : LT_ERR_PLUGIN, "model '%s': %s: %s",
-                           rep->module_ctx.name[0] ? rep->module_ctx.name : rep->set->run->module.ctx.name, hook,
-                           *msg ? msg : "failed without a message");
+    if (*msg) return lt_replica_fail(rep, rep->step.status ? rep->step.status : st ? st : LT_ERR_PLUGIN, "%s", msg);
+    return lt_replica_fail(rep, st ? st : LT_ERR_PLUGIN, "%s failed without a message", hook);
 }
 
 static lt_ctx *module_ctx(lt_replica *rep) {
@@ -310,9 +309,9 @@ static lt_tensor *gather_outputs(lt_replica_set *rs, lt_step *root) {
         bool same = x->dtype == o->dtype && x->ndim == o->ndim && x->ndim >= 1 && x->shape[0] == rs->rep[i].rows;
         for (int d = 1; same && d < x->ndim; d++) same = x->shape[d] == o->shape[d];
         if (!same || o->ndim < 1 || o->shape[0] != rs->rep[0].rows) {
-            lt_run_fail(r, LT_ERR_MISMATCH, "model '%s': with training_step_end, training_step must return a "
-                        "tensor with one row per sample of its slice and the same other dimensions on "
-                        "every replica (replica %d differs from replica 0)", r->module.ctx.name, i);
+            lt_run_fail(r, LT_ERR_MISMATCH, "with training_step_end, training_step must return a tensor "
+                        "with one row per sample of its slice and the same other dimensions on every "
+                        "replica (replica %d differs from replica 0)", i);
             return NULL;
         }
     }
