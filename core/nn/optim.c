@@ -93,18 +93,31 @@ double lt_optim_lr_at(const lt_optimizer *o, int64_t step, int64_t epoch) {
     return lr;
 }
 
-void lt_optim_step(lt_optimizer *o, void *params, const void *grads, const lt_kernels *k,
-                   lt_ctx *kctx, int64_t epoch) {
-    o->lr = lt_optim_lr_at(o, o->step, epoch);
+void lt_optim_begin(lt_optimizer *o, int64_t epoch) { o->lr = lt_optim_lr_at(o, o->step, epoch); }
+
+void lt_optim_apply(const lt_optimizer *o, void *params, const void *grads, size_t offset, size_t count,
+                    const lt_kernels *k, lt_ctx *kctx) {
+    size_t esz = lt_dtype_size(o->dtype);
+    char *p = (char *)params + offset * esz;
+    const char *g = (const char *)grads + offset * esz;
     if (o->kind == LT_OPT_ADAMW) {
         lt_adamw_args a = {o->lr, o->cfg.beta1, o->cfg.beta2, o->cfg.eps, o->cfg.weight_decay, o->step + 1};
-        k->adamw_step(kctx, o->dtype, params, grads, o->state[0], o->state[1], (int64_t)o->count, &a);
+        k->adamw_step(kctx, o->dtype, p, g, (char *)o->state[0] + offset * esz, (char *)o->state[1] + offset * esz,
+                      (int64_t)count, &a);
     } else {
         lt_sgd_args a = {o->lr, o->cfg.momentum, o->cfg.dampening, o->cfg.weight_decay,
                          o->cfg.nesterov, o->step == 0};
-        k->sgd_step(kctx, o->dtype, params, grads, o->nstate ? o->state[0] : NULL, (int64_t)o->count, &a);
+        k->sgd_step(kctx, o->dtype, p, g, o->nstate ? (char *)o->state[0] + offset * esz : NULL, (int64_t)count, &a);
     }
-    o->step++;
+}
+
+void lt_optim_end(lt_optimizer *o) { o->step++; }
+
+void lt_optim_step(lt_optimizer *o, void *params, const void *grads, const lt_kernels *k,
+                   lt_ctx *kctx, int64_t epoch) {
+    lt_optim_begin(o, epoch);
+    lt_optim_apply(o, params, grads, 0, o->count, k, kctx);
+    lt_optim_end(o);
 }
 
 void lt_clip_grad_value(void *grads, size_t n, lt_dtype t, double clip_value, const lt_kernels *k,

@@ -35,6 +35,15 @@ void lt_optim_free(lt_optimizer *o, const lt_accelerator_desc *a, lt_ctx *kctx);
 double lt_optim_lr_at(const lt_optimizer *o, int64_t step, int64_t epoch);
 void lt_optim_step(lt_optimizer *o, void *params, const void *grads, const lt_kernels *k,
                    lt_ctx *kctx, int64_t epoch);
+/* The same in pieces, for threads that each update a range of the flat
+ * buffers (dp replicas): begin (the learning rate of this step), apply to
+ * disjoint ranges that cover [0, count) (any thread, its own kernel ctx),
+ * end. The update is element-wise, so the pieces give lt_optim_step's
+ * result bit for bit. */
+void lt_optim_begin(lt_optimizer *o, int64_t epoch);
+void lt_optim_apply(const lt_optimizer *o, void *params, const void *grads, size_t offset, size_t count,
+                    const lt_kernels *k, lt_ctx *kctx);
+void lt_optim_end(lt_optimizer *o);
 /* Scales grads so their global L2 norm is at most max_norm (PyTorch's rule);
  * returns the norm before clipping. */
 double lt_clip_grad_norm(void *grads, size_t n, lt_dtype t, double max_norm, const lt_kernels *k,

@@ -285,6 +285,37 @@ static void replicas_bwd(lt_step *s, lt_node *n, double seed) {
         rs->strategy_ready(rs->strategy_user, root->params[i]->offset, (size_t)root->params[i]->numel);
 }
 
+/* ---- the optimizer step, split over the replicas' threads ------------------ */
+
+static void optimizer_job(lt_replica *rep, void *arg) {
+    (void)arg;
+    lt_replica_set *rs = rep->set;
+    lt_run *r = rs->run;
+    lt_model *root = r->model;
+    size_t total = root->total;
+    size_t per = (total + (size_t)rs->count - 1) / (size_t)rs->count;
+    per = (per + 15) & ~(size_t)15; /* whole cache lines per thread */
+    size_t lo = (size_t)rep->index * per, hi = lo + per < total ? lo + per : total;
+    if (lo >= hi) return;
+    lt_ctx *kc = rep->index ? &rep->accel_ctx : &r->accel.ctx;
+    lt_optim_apply(&r->optim, root->params_flat, root->grads_flat, lo, hi - lo, root->k, kc);
+    lt_status st = LT_ACC(r)->synchronize(kc);
+    if (st != LT_OK) lt_replica_fail(rep, st, "optimizer step: %s", lt_last_error(kc));
+}
+
+lt_status lt_replicas_optimizer_step(lt_run *r) {
+    lt_replica_set *rs = r->replicas;
+    lt_model *m = r->model;
+    if (rs->copied) {
+        lt_optim_step(&r->optim, m->params_flat, m->grads_flat, m->k, m->kctx, r->epoch);
+        return LT_OK;
+    }
+    lt_optim_begin(&r->optim, r->epoch);
+    lt_status st = lt_replicas_run(rs, optimizer_job, NULL, "optimizer step");
+    lt_optim_end(&r->optim);
+    return st;
+}
+
 /* ---- the API -------------------------------------------------------------- */
 
 static void split(lt_replica_set *rs, int64_t rows) {

@@ -107,6 +107,9 @@ lt_status lt_replica_fail(lt_replica *rep, lt_status st, const char *fmt, ...) L
 /* replica_collective.c: a module collective from replica s->replica's step;
  * blocks until every replica with rows in this batch made the same call. */
 lt_status lt_replicas_collective(lt_step *s, const lt_replica_coll *args);
+/* replica_step.c: the optimizer step over the root's flat buffers, each
+ * replica's thread a slice (shared parameters; else the root alone). */
+lt_status lt_replicas_optimizer_step(struct lt_run *r);
 /* replica_step.c: every replica model's grad-ready callback (user: the
  * lt_replica) while the replicas run backward. */
 void lt_replica_grad_ready(void *user, size_t offset, size_t count);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "trainer_internal.h"
+#include "replicas.h"
 
 static lt_status log_metric_cb(void *user, const char *name, double value, double weight,
                                unsigned flags) {
@@ -123,7 +124,8 @@ static lt_status optimizer_step(lt_trainer *t) {
         double clip = t->opt.loop.clip_val;
         if (clip > 0 && t->opt.loop.clip_by_value) lt_clip_grad_value(m->grads_flat, m->total, m->dtype, clip, m->k, m->kctx);
         else if (clip > 0) lt_clip_grad_norm(m->grads_flat, m->total, m->dtype, clip, m->k, m->kctx);
-        lt_optim_step(&r->optim, m->params_flat, m->grads_flat, m->k, m->kctx, r->epoch);
+        if (r->replicas) LT_CHECK(lt_replicas_optimizer_step(r)); /* each replica's thread a slice */
+        else lt_optim_step(&r->optim, m->params_flat, m->grads_flat, m->k, m->kctx, r->epoch);
         r->params_version++;
     }
     st = LT_PREC(r)->update(&r->precision.ctx, !finite);
