@@ -127,6 +127,47 @@ static void pg_fail(lt_pg *pg, const char *fmt, ...) {
     pg->failed = true;
 }
 
+static void failure_key(char *key, size_t n) {
+    const char *gen = getenv("LT_RESTART_COUNT");
+    snprintf(key, n, LT_FAILURE_KEY "%s", gen && *gen ? gen : "0");
+}
+
+bool lt_pg_failed(const lt_pg *pg) { return pg->failed; }
+
+void lt_pg_post_failure(lt_pg *pg, const char *reason) {
+    if (pg->fp_off) return;
+    char key[64], val[1100];
+    failure_key(key, sizeof key);
+    int n = snprintf(val, sizeof val, "%d\t%s", pg->rank, reason);
+    void *cur = NULL;
+    size_t len = 0;
+    /* absent-only: a later failure (often this one's consequence) keeps the first */
+    if (lt_store_compare_set(pg->store, key, NULL, 0, val, (size_t)(n < (int)sizeof val ? n : (int)sizeof val - 1),
+                             &cur, &len) != LT_OK)
+        pg->fp_off = true;
+    free(cur);
+}
+
+/* Another rank posted why it failed: its reason replaces the symptom this
+ * rank saw (a closed connection, an abort, a fingerprint no longer
+ * comparable). */
+static bool peer_failure(lt_pg *pg) {
+    if (pg->fp_off) return false;
+    char key[64];
+    failure_key(key, sizeof key);
+    void *v = NULL;
+    size_t len = 0;
+    if (lt_store_try_get(pg->store, key, &v, &len) != LT_OK) return false;
+    char text[1100];
+    snprintf(text, sizeof text, "%.*s", (int)len, (char *)v);
+    free(v);
+    char *tab = strchr(text, '\t');
+    int rank = tab ? atoi(text) : -1;
+    if (!tab || rank == pg->rank) return false;
+    pg_fail(pg, "rank %d failed: %s", rank, tab + 1);
+    return true;
+}
+
 /* Collectives are numbered (the fingerprint check compares numbers across
  * ranks); send/recv (peer >= 0) are not, since only the pair takes part. */
 static lt_status issue(lt_pg *pg, lt_status st, lt_backend_work *bw, lt_work **out,
@@ -188,6 +229,8 @@ static lt_status check_fingerprints(lt_work *w) {
         const char *hash = strchr(other, '#');
         unsigned long long oseq = hash ? strtoull(hash + 1, NULL, 10) : 0;
         if (oseq == w->seq && strcmp(other, w->what)) {
+            /* a rank that failed stops mid-sequence: not a mismatch */
+            if (peer_failure(pg)) return LT_ERR_IO;
             pg_fail(pg, "ranks disagree on collective #%llu of group '%s': rank %d called %s but rank %d called %s; "
                     "every rank must make the same collective calls in the same order (e.g. log with sync_dist on all ranks)",
                     (unsigned long long)w->seq, pg->name, pg->rank, w->what, r, other);
@@ -208,9 +251,10 @@ lt_status lt_work_wait(lt_work *w) {
         if (slice < 0) slice = 0;
         st = pg->b->wait(&pg->bctx, w->w, slice);
         if (st != LT_ERR_TIMEOUT) break;
-        if (check_fingerprints(w) != LT_OK) {
+        lt_status fp = check_fingerprints(w);
+        if (fp != LT_OK) {
             pg->b->abort(&pg->bctx, pg->g); /* the peers' waits fail too */
-            st = LT_ERR_MISMATCH;
+            st = fp;
             break;
         }
         if (lt_now() >= deadline) {
@@ -227,6 +271,8 @@ lt_status lt_work_wait(lt_work *w) {
     if (st != LT_OK && !pg->failed && st != LT_ERR_MISMATCH && st != LT_ERR_TIMEOUT) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", lt_last_error(&pg->bctx));
+        /* A peer that failed posted why before aborting (see lt_pg_post_failure). */
+        if (peer_failure(pg)) goto done;
         /* A backend may fail fast on a mismatch (sizes differ): give the peers
          * a moment to publish theirs so the message names both ranks. */
         lt_status fp = LT_OK;
@@ -239,6 +285,7 @@ lt_status lt_work_wait(lt_work *w) {
             pg_fail(pg, "rank %d: %s on group '%s' failed: %s", pg->rank, w->what, pg->name,
                     *msg ? msg : lt_status_str(st));
     }
+done:
     pg->b->free_work(&pg->bctx, w->w);
     pthread_mutex_lock(&pg->pool_lock);
     w->next = pg->free_works;

@@ -23,4 +23,16 @@ typedef struct lt_pg_spec {
  * every rank calls it with the same name. */
 lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t errlen);
 
+/* The first failure of a job, posted in the store for the other ranks and
+ * for ltrun: "<rank>\t<one-line reason>" under LT_FAILURE_KEY<restart
+ * count>; only the first post of an attempt stays. */
+#define LT_FAILURE_KEY "lt/failure/"
+/* A rank whose own work failed (not a collective: a full disk, a bad
+ * batch, the module) posts its reason before it aborts its groups, so a
+ * peer whose collective then fails reports "rank R failed: <reason>"
+ * instead of the symptom it saw. Best effort: the store may be gone. */
+void lt_pg_post_failure(lt_pg *pg, const char *reason);
+/* Whether a collective of this group failed (its error says why). */
+bool lt_pg_failed(const lt_pg *pg);
+
 #endif

@@ -29,6 +29,7 @@
 #include "launcher.h"
 #include "lt/store.h"
 #include "dist/store_server.h"
+#include "dist/process_group.h"
 
 extern char **environ;
 
@@ -503,6 +504,30 @@ static void report(launcher *L, const outcome *o) {
                   : "no other rank was running here");
 }
 
+/* The reason the first failing rank posted (lt_pg_post_failure), if any:
+ * said last, so it is the line a user reads first. */
+static void first_failure(launcher *L, int restart) {
+    if (!L->client) { /* quietly: a store that is gone has nothing to say */
+        char err[256];
+        if (lt_store_connect(L->store_host, L->port, L->token[0] ? L->token : NULL, 2000, &L->client, err,
+                             sizeof err) != LT_OK) {
+            L->client = NULL;
+            return;
+        }
+    }
+    lt_store_set_timeout(L->client, 2000);
+    char key[64];
+    snprintf(key, sizeof key, LT_FAILURE_KEY "%d", restart);
+    void *v = NULL;
+    size_t len = 0;
+    if (lt_store_try_get(L->client, key, &v, &len) != LT_OK) return;
+    char text[1100];
+    snprintf(text, sizeof text, "%.*s", (int)len, (char *)v);
+    free(v);
+    char *tab = strchr(text, '\t');
+    if (tab) say("the first failure: rank %d: %s", atoi(text), tab + 1);
+}
+
 /* The checkpoint a restart resumes from: this launch's last.safetensors
  * (node 0 decides, the others follow); "" = start over. */
 static int resume_path(launcher *L, int restart, char *out, size_t n) {
@@ -615,6 +640,7 @@ int ltrun_launch(const lt_launch_info *info, char **argv) {
             break;
         }
         report(&L, &o);
+        first_failure(&L, restart);
         /* The worker's own rule (main.c): 2 when it refused its input, so a
          * script sees the same status with one process or many; a rank
          * killed by a signal is a lost rank, 1, as torchrun reports it. */

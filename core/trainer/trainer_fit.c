@@ -5,6 +5,7 @@
 #include <string.h>
 #include "trainer_internal.h"
 #include "replicas.h"
+#include "dist/process_group.h"
 
 static lt_status log_metric_cb(void *user, const char *name, double value, double weight,
                                unsigned flags) {
@@ -308,7 +309,13 @@ lt_status lt_trainer_fit(lt_trainer *t) {
     /* A failed rank aborts its groups first: its peers' collectives fail at
      * once (the group ends within seconds) and on_train_end's own
      * communication cannot wait on ranks that are still training. */
-    if (st != LT_OK && r->default_pg) lt_pg_abort(r->default_pg);
+    if (st != LT_OK && r->default_pg) {
+        /* A failure of this rank's own (not a collective that failed under
+         * it) is posted first, so its peers report it instead of the
+         * closed connection they see. */
+        if (!lt_pg_failed(r->default_pg)) lt_pg_post_failure(r->default_pg, r->error);
+        lt_pg_abort(r->default_pg);
+    }
     if (r->strategy.loaded && t->worker_ready) {
         lt_status s2 = LT_STRAT(r)->on_train_end(&r->strategy.ctx, r);
         if (st == LT_OK && s2 != LT_OK) st = lt_run_hook_failed(r, &r->strategy, "on_train_end", s2);
