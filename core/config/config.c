@@ -397,6 +397,9 @@ static const core_key core_keys[] = {
     {"launcher", "max_restarts", I, "0", "restarts from the last checkpoint", {IN(0, INT_TOP)}},
     {"launcher", "rdzv_timeout_s", I, "300", "seconds to wait for every rank to join",
      {IN(1, TIMEOUT_TOP)}},
+    {"launcher", "stall_timeout_s", I, "120",
+     "a rank waiting this long in a collective names the peer that is not in it as stuck and ends "
+     "the job (0: off; must exceed the longest step)", {IN(0, TIMEOUT_TOP)}},
     {"launcher", "bind_cores", B, "true", "pin each local worker to its share of the cores (like mpirun --bind-to core)", ANY},
 };
 #undef I

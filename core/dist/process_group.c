@@ -30,6 +30,7 @@ struct lt_pg {
     char prefix[160];
     int rank, size;
     int64_t timeout_ms;
+    int64_t stall_ms;
     uint64_t seq;
     char error[1024];
 };
@@ -58,6 +59,7 @@ lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t er
     /* Restarted groups use fresh keys: the store outlives the workers. */
     snprintf(pg->prefix, sizeof pg->prefix, "pg/%s/%s/", gen && *gen ? gen : "0", pg->name);
     pg->timeout_ms = spec->timeout_ms;
+    pg->stall_ms = spec->stall_ms;
     pthread_mutex_init(&pg->pool_lock, NULL);
     lt_status st = lt_store_clone(spec->store, &pg->store);
     if (st == LT_OK) st = lt_store_clone(spec->store, &pg->bstore);
@@ -134,11 +136,11 @@ static void failure_key(char *key, size_t n) {
 
 bool lt_pg_failed(const lt_pg *pg) { return pg->failed; }
 
-void lt_pg_post_failure(lt_pg *pg, const char *reason) {
+static void post_failure_of(lt_pg *pg, int rank, const char *reason) {
     if (pg->fp_off) return;
     char key[64], val[1100];
     failure_key(key, sizeof key);
-    int n = snprintf(val, sizeof val, "%d\t%s", pg->rank, reason);
+    int n = snprintf(val, sizeof val, "%d\t%s", rank, reason);
     void *cur = NULL;
     size_t len = 0;
     /* absent-only: a later failure (often this one's consequence) keeps the first */
@@ -147,6 +149,8 @@ void lt_pg_post_failure(lt_pg *pg, const char *reason) {
         pg->fp_off = true;
     free(cur);
 }
+
+void lt_pg_post_failure(lt_pg *pg, const char *reason) { post_failure_of(pg, pg->rank, reason); }
 
 /* Another rank posted why it failed: its reason replaces the symptom this
  * rank saw (a closed connection, an abort, a fingerprint no longer
@@ -240,10 +244,44 @@ static lt_status check_fingerprints(lt_work *w) {
     return LT_OK;
 }
 
+/* This rank has waited stall_ms in w. A peer that is not waiting in the
+ * same collective (it published an older one, or none: it never waited a
+ * second) is the one holding the group: stopped, hung, or in a step longer
+ * than the stall timeout. It is named here, and posted as the job's failure
+ * on its behalf, since it cannot post anything itself. */
+static lt_status check_stall(lt_work *w, double waited_s) {
+    lt_pg *pg = w->pg;
+    if (w->seq == 0 || pg->fp_off) return LT_OK;
+    for (int r = 0; r < pg->size; r++) {
+        if (r == pg->rank) continue;
+        char key[256], other[160] = "";
+        snprintf(key, sizeof key, "%sat/%d", pg->prefix, r);
+        void *v = NULL;
+        size_t len = 0;
+        unsigned long long oseq = 0;
+        if (lt_store_try_get(pg->store, key, &v, &len) == LT_OK) {
+            snprintf(other, sizeof other, "%.*s", (int)len, (char *)v);
+            free(v);
+            const char *hash = strchr(other, '#');
+            oseq = hash ? strtoull(hash + 1, NULL, 10) : 0;
+        }
+        if (oseq >= w->seq) continue;
+        char why[700], last[200] = "never waited a second in one";
+        if (other[0]) snprintf(last, sizeof last, "last waited long in %s", other);
+        snprintf(why, sizeof why, "made no progress for %.0f s (stopped, hung, or in a step longer than "
+                 "launcher.stall_timeout_s = %lld s): rank %d waits in %s on group '%s'; rank %d %s",
+                 waited_s, (long long)(pg->stall_ms / 1000), pg->rank, w->what, pg->name, r, last);
+        post_failure_of(pg, r, why);
+        pg_fail(pg, "rank %d %s", r, why);
+        return LT_ERR_TIMEOUT;
+    }
+    return LT_OK;
+}
+
 lt_status lt_work_wait(lt_work *w) {
     if (!w) return LT_ERR_INVALID;
     lt_pg *pg = w->pg;
-    double deadline = lt_now() + (double)pg->timeout_ms / 1000.0;
+    double start = lt_now(), deadline = start + (double)pg->timeout_ms / 1000.0;
     lt_status st;
     for (;;) {
         double left = deadline - lt_now();
@@ -252,6 +290,8 @@ lt_status lt_work_wait(lt_work *w) {
         st = pg->b->wait(&pg->bctx, w->w, slice);
         if (st != LT_ERR_TIMEOUT) break;
         lt_status fp = check_fingerprints(w);
+        if (fp == LT_OK && pg->stall_ms > 0 && (lt_now() - start) * 1000 >= (double)pg->stall_ms)
+            fp = check_stall(w, lt_now() - start);
         if (fp != LT_OK) {
             pg->b->abort(&pg->bctx, pg->g); /* the peers' waits fail too */
             st = fp;

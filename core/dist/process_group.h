@@ -13,6 +13,9 @@ typedef struct lt_pg_spec {
     const char *name;            /* "default", "async" ...; keys in the store */
     int rank, size;
     int64_t timeout_ms;          /* strategy.timeout_s: a collective's deadline */
+    int64_t stall_ms;            /* launcher.stall_timeout_s: after waiting this long, a
+                                    peer not waiting in the same collective is named
+                                    as the one stuck (0: off) */
     int connect_timeout_ms;      /* launcher.rdzv_timeout_s: the backend's connect */
     lt_mem_kind mem_kind;        /* where the buffers handed to collectives live */
     int device;

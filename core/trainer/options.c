@@ -190,5 +190,7 @@ lt_status lt_options_read(const lt_config *c, lt_options *o, char *err, size_t e
     lt_config_int(c, "strategy", "timeout_s", &o->dist.timeout_s, NULL, 0);
     o->dist.rdzv_timeout_s = 300;
     lt_config_int(c, "launcher", "rdzv_timeout_s", &o->dist.rdzv_timeout_s, NULL, 0);
+    o->dist.stall_timeout_s = 120;
+    lt_config_int(c, "launcher", "stall_timeout_s", &o->dist.stall_timeout_s, NULL, 0);
     return LT_OK;
 }

@@ -61,6 +61,7 @@ typedef struct lt_optim_options {
 typedef struct lt_dist_options {
     int64_t timeout_s;        /* strategy.timeout_s: a collective's deadline */
     int64_t rdzv_timeout_s;   /* launcher.rdzv_timeout_s: store and backend connects */
+    int64_t stall_timeout_s;  /* launcher.stall_timeout_s: a peer silent this long is named (0: off) */
 } lt_dist_options;
 
 typedef struct lt_options {

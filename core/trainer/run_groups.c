@@ -67,6 +67,7 @@ lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_
     lt_pg_spec spec = {.backend_ctx = &bctx, .store = r->store, .name = name,
                        .rank = r->world.global_rank, .size = r->world.world_size,
                        .timeout_ms = tmo_s * 1000, .connect_timeout_ms = rdzv_timeout_ms(r),
+                       .stall_ms = r->dist.stall_timeout_s * 1000,
                        .mem_kind = accel_memory_is_host(r) ? LT_MEM_HOST : LT_MEM_DEVICE,
                        .device = r->world.device, .main_address = r->world.main_address};
     char err[1536];
