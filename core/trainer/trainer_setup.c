@@ -1,6 +1,8 @@
 /* lt_trainer_new: resolves the config (defaults < INI < env < flags), picks and
  * loads every plugin it names, declares their parameters, and validates. */
+#define _GNU_SOURCE
 #include <ctype.h>
+#include <sched.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -333,20 +335,40 @@ static void read_launch_info(lt_trainer *t) {
     snprintf(out->ckpt_dir, sizeof out->ckpt_dir, "%s", t->opt.ckpt.dir);
 }
 
-/* ddp_spawn's workers share the cores unless the user chose a thread count;
- * the launching process evaluates with the same count afterwards. */
-static void share_cores_for_spawn(lt_run *r) {
-    if (r->launch != LT_LAUNCH_SPAWN || r->devices.count < 1) return;
+/* Processes on one host share its cores unless the user chose a thread
+ * count (accelerator.num_threads, OPENBLAS_NUM_THREADS or OMP_NUM_THREADS):
+ * ddp_spawn's forked workers (the launching process then evaluates with the
+ * same count), and workers that srun, mpirun or torchrun started, which
+ * otherwise each run every core's worth of OpenBLAS threads. ltrun's own
+ * launcher exports OPENBLAS_NUM_THREADS itself. A process already bound to
+ * fewer cores than the host has (srun --cpu-bind) keeps all of its own. */
+static void share_cores(lt_run *r) {
     bool external = false; /* a launcher started this worker: nothing is forked */
     lt_ctx c = r->env.ctx;
-    if (LT_ENV(r)->creates_processes_externally(&c, &external) != LT_OK || external) return;
+    if (LT_ENV(r)->creates_processes_externally(&c, &external) != LT_OK) return;
+    int local = 0;
+    const char *why = NULL;
+    if (r->launch == LT_LAUNCH_SPAWN && !external) {
+        local = r->devices.count;
+        why = "ddp_spawn: cores / workers";
+    } else if (external && r->launch != LT_LAUNCH_NONE) {
+        if (LT_ENV(r)->local_world_size(&c, &local) != LT_OK) return;
+        why = "external launch: cores / processes on this node";
+    }
+    if (local < 1 || !why) return;
+    if (getenv("OPENBLAS_NUM_THREADS") || getenv("OMP_NUM_THREADS")) return;
     if (!lt_config_value(r->config, "accelerator", "num_threads")) return;
     if (lt_config_source_of(r->config, "accelerator", "num_threads") != LT_SRC_DEFAULT) return;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    long each = cores / r->devices.count > 1 ? cores / r->devices.count : 1;
+    long online = sysconf(_SC_NPROCESSORS_ONLN), mine = online;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) mine = CPU_COUNT(&set);
+    long each = mine < online ? mine : online / local;
+    if (each < 1) each = 1;
     char v[24];
     snprintf(v, sizeof v, "%ld", each);
-    lt_config_set(r->config, "accelerator", "num_threads", v, LT_SRC_ENV, "ddp_spawn: cores / workers", NULL, 0);
+    lt_config_set(r->config, "accelerator", "num_threads", v, LT_SRC_ENV, why, NULL, 0);
+    lt_log(NULL, LT_LOG_DEBUG, "%ld BLAS thread%s per process (%s: %ld cores, %d local); set "
+           "accelerator.num_threads to choose", each, each == 1 ? "" : "s", why, mine, local);
 }
 
 /* The config, once, into typed settings (trainer/options.h), the launch
@@ -362,7 +384,7 @@ static lt_status resolve_options(lt_trainer *t) {
     r->dist = t->opt.dist;
     r->num_nodes = t->opt.loop.num_nodes;
     read_launch_info(t);
-    share_cores_for_spawn(r);
+    share_cores(r);
     if (r->launch == LT_LAUNCH_SPAWN) {
         /* After its workers, ddp_spawn's launching process evaluates alone. */
         st = lt_registry_load(r->registry, LT_KIND_STRATEGY, "single_device", &t->spawn_eval, err, sizeof err);

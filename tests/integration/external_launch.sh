@@ -6,6 +6,8 @@
 # torchrun's; each job's checkpoint is compared with a single process on the
 # combined batch, as in ddp_equivalence. A worker whose launcher's world size
 # disagrees with the config refuses it as ltrun would: exit 2, one line.
+# With no thread count set, each process takes its share of the cores (here
+# 2 cores / 2 processes = 1 BLAS thread), not every core's worth.
 source "$(dirname "$0")/common.sh"
 it_init external_launch "$@"
 SAME=(--seed 1 --set data.shuffle=true --set optimizer.name=sgd --set optimizer.lr=0.05
@@ -15,7 +17,7 @@ run_pair() { # run_pair LABEL "ENV for rank 0" "ENV for rank 1"
     local label=$1 pids=() r
     for r in 0 1; do
         local envs=$2; [ $r = 1 ] && envs=$3
-        env $envs "$LTRUN" "${BASE[@]}" "${SAME[@]}" --strategy ddp --devices 2 --batch-size 32 \
+        env -u OPENBLAS_NUM_THREADS -u OMP_NUM_THREADS $envs "$LTRUN" "${BASE[@]}" "${SAME[@]}" --strategy ddp --devices 2 --batch-size 32 --log-level debug \
             --default-root-dir "$IT_TMP/$label" >"$IT_TMP/$label.$r.out" 2>"$IT_TMP/$label.$r.err" &
         pids+=($!)
     done
@@ -39,11 +41,19 @@ PORT=$("$TCP_PORT" free)
 COMMON_SLURM="SLURM_NTASKS=2 SLURM_NNODES=1 SLURM_NODEID=0 SLURM_JOB_NAME=lt SLURM_NODELIST=127.0.0.1 MASTER_PORT=$PORT"
 echo "external_launch: srun-style: SLURM_PROCID 0 and 1, rank 0 hosts the store on port $PORT"
 run_pair slurm "$COMMON_SLURM SLURM_PROCID=0 SLURM_LOCALID=0" "$COMMON_SLURM SLURM_PROCID=1 SLURM_LOCALID=1"
+CORES=$(nproc)
+EACH=$(( CORES / 2 > 1 ? CORES / 2 : 1 ))
+for r in 0 1; do
+    check "slurm: rank $r takes its share of the $CORES cores ($EACH BLAS thread(s))" \
+        grep -q "$EACH BLAS threads\? per process (external launch" "$IT_TMP/slurm.$r.err"
+done
 
 PORT=$("$TCP_PORT" pair) # lt's store takes MASTER_PORT + 1 under torchrun
 COMMON_TE="TORCHELASTIC_RUN_ID=lt-test WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 GROUP_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT"
-echo "external_launch: torchrun-style: RANK 0 and 1; lt's store on MASTER_PORT + 1"
-run_pair torchrun "$COMMON_TE RANK=0 LOCAL_RANK=0" "$COMMON_TE RANK=1 LOCAL_RANK=1"
+echo "external_launch: torchrun-style: RANK 0 and 1; lt's store on MASTER_PORT + 1, OMP_NUM_THREADS=1 as torchrun sets it"
+run_pair torchrun "$COMMON_TE RANK=0 LOCAL_RANK=0 OMP_NUM_THREADS=1" "$COMMON_TE RANK=1 LOCAL_RANK=1 OMP_NUM_THREADS=1"
+check "torchrun: a thread count the launcher set is left alone" \
+    bash -c "! grep -q 'BLAS thread' '$IT_TMP/torchrun.0.err' '$IT_TMP/torchrun.1.err'"
 
 # The check comes before the rendezvous, so one process shows it (and the
 # timeout only guards against a regression that would wait for 2 more).
