@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define LTGLOO_X86 1
 #endif
@@ -150,6 +151,20 @@ template <typename T> void div_plain(void *buf, size_t n, int world) {
     for (size_t i = 0; i < n; i++) p[i] = (T)(p[i] / w);
 }
 
+#ifdef LTGLOO_X86
+/* F16C and AVX with the OS saving YMM state, from CPUID and XGETBV: clang 14's
+ * __builtin_cpu_supports knows no "f16c". */
+bool have_f16c_avx() {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const unsigned osxsave = 1u << 27, avx = 1u << 28, f16c = 1u << 29;
+    if ((c & (osxsave | avx | f16c)) != (osxsave | avx | f16c)) return false;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 6u) == 6u; /* XMM and YMM state enabled */
+}
+#endif
+
 template <typename Conv> void div_half(void *buf, size_t n, int world) {
     uint16_t *p = static_cast<uint16_t *>(buf);
     const float w = (float)world;
@@ -163,8 +178,7 @@ ReduceFn reduce_fn(lt_dtype dtype, lt_redop op) {
     case LT_SUM:
     case LT_AVG:
 #ifdef LTGLOO_X86
-        if (dtype == LT_F16 && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx"))
-            return f16_sum_f16c;
+        if (dtype == LT_F16 && have_f16c_avx()) return f16_sum_f16c;
 #endif
         return for_dtype<Sum>(dtype);
     case LT_MIN: return for_dtype<Min>(dtype);
