@@ -25,6 +25,8 @@ struct lt_pg {
     lt_store *store;          /* this group's own connection (fingerprints) */
     lt_store *bstore;         /* the backend's connection, valid until destroy */
     bool fp_off;              /* the store failed once: no more fingerprint checks */
+    bool store_lost;          /* ... during a wait: why, for a cut link's message */
+    char store_err[512];
     bool failed;              /* a collective failed: pg->error holds the first cause */
     char name[64];
     char prefix[160];
@@ -218,7 +220,9 @@ static lt_status check_fingerprints(lt_work *w) {
     snprintf(key, sizeof key, "%sat/%d", pg->prefix, pg->rank);
     snprintf(val, sizeof val, "%s", w->what);
     if (lt_store_set(pg->store, key, val, strlen(val)) != LT_OK) {
-        pg->fp_off = true; /* the store is gone: the wait's own timeout reports */
+        pg->fp_off = true; /* the store is gone: no more checks */
+        pg->store_lost = true;
+        snprintf(pg->store_err, sizeof pg->store_err, "%s", lt_store_error(pg->store));
         return LT_OK;
     }
     for (int r = 0; r < pg->size; r++) {
@@ -268,8 +272,8 @@ static lt_status check_stall(lt_work *w, double waited_s) {
         if (oseq >= w->seq) continue;
         char why[700], last[200] = "never waited a second in one";
         if (other[0]) snprintf(last, sizeof last, "last waited long in %s", other);
-        snprintf(why, sizeof why, "made no progress for %.0f s (stopped, hung, or in a step longer than "
-                 "launcher.stall_timeout_s = %lld s): rank %d waits in %s on group '%s'; rank %d %s",
+        snprintf(why, sizeof why, "made no progress for %.0f s (stopped, hung, cut off, or in a step longer "
+                 "than launcher.stall_timeout_s = %lld s): rank %d waits in %s on group '%s'; rank %d %s",
                  waited_s, (long long)(pg->stall_ms / 1000), pg->rank, w->what, pg->name, r, last);
         post_failure_of(pg, r, why);
         pg_fail(pg, "rank %d %s", r, why);
@@ -290,8 +294,18 @@ lt_status lt_work_wait(lt_work *w) {
         st = pg->b->wait(&pg->bctx, w->w, slice);
         if (st != LT_ERR_TIMEOUT) break;
         lt_status fp = check_fingerprints(w);
-        if (fp == LT_OK && pg->stall_ms > 0 && (lt_now() - start) * 1000 >= (double)pg->stall_ms)
-            fp = check_stall(w, lt_now() - start);
+        double waited = lt_now() - start;
+        if (fp == LT_OK && pg->stall_ms > 0 && waited * 1000 >= (double)pg->stall_ms) {
+            if (pg->store_lost) {
+                /* A long wait and a store that stopped answering: this host
+                 * lost the others, not a peer that is stuck. */
+                pg_fail(pg, "rank %d: waiting %.0f s in %s on group '%s', and %s: the network link to "
+                        "that host is cut or the host is down", pg->rank, waited, w->what, pg->name, pg->store_err);
+                fp = LT_ERR_IO;
+            } else {
+                fp = check_stall(w, waited);
+            }
+        }
         if (fp != LT_OK) {
             pg->b->abort(&pg->bctx, pg->g); /* the peers' waits fail too */
             st = fp;
