@@ -165,7 +165,9 @@ lt_tensor *lt_dropout(lt_step *s, lt_tensor *x, double p) {
     if (!y || !mask) return NULL;
     /* A dp replica holding rows [row0, row0 + rows) of a batch of total_rows
      * draws the numbers one device would for those rows. */
-    uint64_t per_row = s->batch_size > 0 && x->ndim > 0 && x->shape[0] == s->batch_size
+    /* sample-major: any tensor whose size is a multiple of the batch (a
+     * reshape to [B * 28, 28] too) holds numel / B numbers per sample */
+    uint64_t per_row = s->batch_size > 0 && x->numel % s->batch_size == 0
                            ? (uint64_t)(x->numel / s->batch_size) : 0;
     uint64_t off = s->rand_offset + (per_row ? (uint64_t)s->row0 * per_row : 0);
     K(s)->dropout_fwd(KC(s), x->dtype, y->data, mask, x->data, x->numel, p, s->seed, off);

@@ -171,6 +171,11 @@ static void *adapt(const lt_plugin_header *d) {
     size_t full = lt_desc_size((lt_kind)d->kind);
     void *table = calloc(1, full);
     if (table) memcpy(table, d, d->struct_size);
+    /* Before 1.3 a module's training_step_end was reserved and never called
+     * (its header invited other uses), and training_step returned the loss:
+     * such a module keeps that meaning. */
+    if (table && d->kind == LT_KIND_MODULE && d->abi_major == 1 && d->abi_minor < 3)
+        ((lt_module_desc *)table)->training_step_end = NULL;
     return table;
 }
 

@@ -31,9 +31,13 @@ static bool combine(void *dst, const void *src, size_t n, lt_dtype t, lt_redop o
     }
 }
 
-static void scale(void *buf, size_t n, lt_dtype t, double f) {
-    if (t == LT_F32) for (size_t i = 0; i < n; i++) ((float *)buf)[i] = (float)(((float *)buf)[i] * f);
-    if (t == LT_F64) for (size_t i = 0; i < n; i++) ((double *)buf)[i] *= f;
+/* An average over every rank is the sum divided by their number; integers
+ * divide as the backends do (C's, toward zero). */
+static void divide(void *buf, size_t n, lt_dtype t, int d) {
+    if (t == LT_F32) for (size_t i = 0; i < n; i++) ((float *)buf)[i] /= (float)d;
+    if (t == LT_F64) for (size_t i = 0; i < n; i++) ((double *)buf)[i] /= d;
+    if (t == LT_I32) for (size_t i = 0; i < n; i++) ((int32_t *)buf)[i] /= d;
+    if (t == LT_I64) for (size_t i = 0; i < n; i++) ((int64_t *)buf)[i] /= d;
 }
 
 /* The last replica to arrive: every argument set is in rs->coll[]. */
@@ -43,9 +47,11 @@ static lt_status perform(lt_replica_set *rs, char *err, size_t errlen) {
     for (int i = 1; i < rs->active; i++) {
         const lt_replica_coll *b = &rs->coll[i];
         if (b->kind != a->kind || b->count != a->count || b->t != a->t || b->op != a->op || b->root != a->root) {
-            snprintf(err, errlen, "replica %d called %s (%zu elements) while replica 0 called %s (%zu elements); "
-                     "every replica must make the same collective calls", i, kind_names[b->kind], b->count,
-                     kind_names[a->kind], a->count);
+            snprintf(err, errlen, "replica %d called %s (%zu %s, op %d, root %d) while replica 0 called %s "
+                     "(%zu %s, op %d, root %d); every replica must make the same collective calls", i,
+                     kind_names[b->kind], b->count, lt_dtype_name(b->t) ? lt_dtype_name(b->t) : "-", (int)b->op,
+                     b->root, kind_names[a->kind], a->count, lt_dtype_name(a->t) ? lt_dtype_name(a->t) : "-",
+                     (int)a->op, a->root);
             return LT_ERR_MISMATCH;
         }
     }
@@ -60,8 +66,10 @@ static lt_status perform(lt_replica_set *rs, char *err, size_t errlen) {
                          lt_dtype_name(a->t) ? lt_dtype_name(a->t) : "?");
                 return LT_ERR_UNSUPPORTED;
             }
-        if (a->op == LT_AVG) scale(a->buf, n, a->t, 1.0 / rs->active); /* then the processes' average */
-        st = LT_STRAT(r)->reduce(&r->strategy.ctx, r, a->buf, n, a->t, a->op);
+        /* AVG: the sum over every replica of every process, then one division
+         * (each process is taken to have as many replicas with rows) */
+        st = LT_STRAT(r)->reduce(&r->strategy.ctx, r, a->buf, n, a->t, a->op == LT_AVG ? LT_SUM : a->op);
+        if (st == LT_OK && a->op == LT_AVG) divide(a->buf, n, a->t, rs->active * r->world.world_size);
         for (int i = 1; st == LT_OK && i < rs->active; i++) memcpy(rs->coll[i].buf, a->buf, n * esz);
         break;
     case LT_COLL_GATHER: {
@@ -99,18 +107,43 @@ static lt_status perform(lt_replica_set *rs, char *err, size_t errlen) {
     return st;
 }
 
+/* The round cannot complete: some replica left its hook without making
+ * the call the others are waiting in. Caller holds coll_mu. */
+static void fail_round(lt_replica_set *rs, int left) {
+    int in = -1;
+    for (int i = 0; i < rs->active && in < 0; i++)
+        if (rs->coll_here[i]) in = i;
+    const lt_replica_coll *a = &rs->coll[in < 0 ? 0 : in];
+    snprintf(rs->coll_error, sizeof rs->coll_error,
+             "replica %d returned from its step without calling %s, which replica %d waits in; every "
+             "replica must make the same collective calls (a replica that failed says why above)",
+             left, kind_names[a->kind], in);
+    rs->coll_status = LT_ERR_MISMATCH;
+    rs->coll_arrived = 0;
+    memset(rs->coll_here, 0, sizeof rs->coll_here[0] * (size_t)rs->count);
+    rs->coll_round++;
+    pthread_cond_broadcast(&rs->coll_cv);
+}
+
 lt_status lt_replicas_collective(lt_step *s, const lt_replica_coll *args) {
     lt_replica_set *rs = s->run->replicas;
     pthread_mutex_lock(&rs->coll_mu);
     uint64_t round = rs->coll_round;
     rs->coll[s->replica] = *args;
+    rs->coll_here[s->replica] = true;
     lt_status st;
-    if (++rs->coll_arrived == rs->active) {
-        st = perform(rs, rs->coll_error, sizeof rs->coll_error);
-        rs->coll_status = st;
-        rs->coll_arrived = 0;
-        rs->coll_round++;
-        pthread_cond_broadcast(&rs->coll_cv);
+    if (++rs->coll_arrived + rs->coll_departed == rs->active) {
+        if (rs->coll_departed > 0) {
+            fail_round(rs, rs->coll_last_left);
+        } else {
+            st = perform(rs, rs->coll_error, sizeof rs->coll_error);
+            rs->coll_status = st;
+            rs->coll_arrived = 0;
+            memset(rs->coll_here, 0, sizeof rs->coll_here[0] * (size_t)rs->count);
+            rs->coll_round++;
+            pthread_cond_broadcast(&rs->coll_cv);
+        }
+        st = rs->coll_status;
     } else {
         while (rs->coll_round == round) pthread_cond_wait(&rs->coll_cv, &rs->coll_mu);
         st = rs->coll_status;
@@ -118,4 +151,22 @@ lt_status lt_replicas_collective(lt_step *s, const lt_replica_coll *args) {
     if (st != LT_OK) lt_step_set_error(s, st, "%s", rs->coll_error);
     pthread_mutex_unlock(&rs->coll_mu);
     return st;
+}
+
+void lt_replicas_collectives_begin(lt_replica_set *rs) {
+    pthread_mutex_lock(&rs->coll_mu);
+    rs->coll_departed = 0;
+    rs->coll_arrived = 0;
+    memset(rs->coll_here, 0, sizeof rs->coll_here[0] * (size_t)rs->count);
+    pthread_mutex_unlock(&rs->coll_mu);
+}
+
+void lt_replicas_collectives_leave(lt_replica *rep) {
+    lt_replica_set *rs = rep->set;
+    pthread_mutex_lock(&rs->coll_mu);
+    rs->coll_departed++;
+    rs->coll_last_left = rep->index;
+    /* the others wait in a call this replica will never make */
+    if (rs->coll_arrived > 0 && rs->coll_arrived + rs->coll_departed == rs->active) fail_round(rs, rep->index);
+    pthread_mutex_unlock(&rs->coll_mu);
 }

@@ -157,7 +157,7 @@ void lt_replicas_destroy(lt_replica_set *rs) {
     if (!rs) return;
     lt_replicas_run(rs, teardown_job, NULL, "teardown");
     pthread_mutex_lock(&rs->mu);
-    rs->quit = true;
+    __atomic_store_n(&rs->quit, true, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&rs->go);
     pthread_mutex_unlock(&rs->mu);
     for (int i = 1; i < rs->count; i++)
@@ -168,6 +168,7 @@ void lt_replicas_destroy(lt_replica_set *rs) {
     pthread_mutex_destroy(&rs->coll_mu);
     pthread_cond_destroy(&rs->coll_cv);
     free(rs->coll);
+    free(rs->coll_here);
     free(rs->unreported);
     free(rs->queue);
     free(rs->rep);
@@ -216,12 +217,14 @@ lt_status lt_run_replicate(lt_run *r, int count, lt_replica_params params) {
     lt_replica_set *rs = calloc(1, sizeof *rs);
     lt_replica *rep = calloc((size_t)count, sizeof *rep);
     lt_replica_coll *coll = calloc((size_t)count, sizeof *coll);
+    bool *coll_here = calloc((size_t)count, sizeof *coll_here);
     int np = r->model->nparams;
     _Atomic int *unreported = calloc((size_t)np, sizeof *unreported), *queue = calloc((size_t)np, sizeof *queue);
-    if (!rs || !rep || !coll || !unreported || !queue) {
+    if (!rs || !rep || !coll || !coll_here || !unreported || !queue) {
         free(rs);
         free(rep);
         free(coll);
+        free(coll_here);
         free(unreported);
         free(queue);
         lt_set_error(NULL, "out of memory for %d replicas", count);
@@ -235,6 +238,7 @@ lt_status lt_run_replicate(lt_run *r, int count, lt_replica_params params) {
     pthread_cond_init(&rs->go, NULL);
     pthread_cond_init(&rs->done, NULL);
     rs->coll = coll;
+    rs->coll_here = coll_here;
     rs->unreported = unreported;
     rs->queue = queue;
     pthread_mutex_init(&rs->coll_mu, NULL);

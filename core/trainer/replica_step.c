@@ -47,7 +47,7 @@ static lt_status merge_logs(lt_replica_set *rs, lt_step *root) {
             return lt_run_fail(r, LT_ERR_MISMATCH,
                                "replica %d logged %s%s%s as its metric %d but replica 0 logged %s%s%s: "
                                "every replica must log the same metrics in the same order (log a metric on "
-                               "every replica, or use LT_LOG_RANK_ZERO_ONLY)", i,
+                               "every replica, or from training_step_end, which runs once)", i,
                                b ? "'" : "", b ? b : "nothing", b ? "'" : "", j + 1, a ? "'" : "",
                                a ? a : "nothing", a ? "'" : "");
         }
@@ -120,9 +120,14 @@ static lt_ctx *module_ctx(lt_replica *rep) {
 static void forward_job(lt_replica *rep, void *arg) {
     const lt_step *root = arg;
     lt_run *r = rep->set->run;
-    if (!rep->rows || begin_replica_step(rep, root) != LT_OK) return;
+    if (!rep->rows) return;
+    if (begin_replica_step(rep, root) != LT_OK) {
+        lt_replicas_collectives_leave(rep);
+        return;
+    }
     lt_clear_error();
     lt_status st = LT_MOD(r)->training_step(module_ctx(rep), &rep->step, &rep->out);
+    lt_replicas_collectives_leave(rep);
     if (st != LT_OK || rep->step.status != LT_OK || !rep->out) {
         if (st == LT_OK && rep->step.status == LT_OK) lt_step_fail(&rep->step, "training_step returned no %s",
                                                                    LT_MOD(r)->training_step_end ? "output" : "loss");
@@ -138,11 +143,22 @@ static void forward_job(lt_replica *rep, void *arg) {
 static void eval_job(lt_replica *rep, void *arg) {
     const lt_step *root = arg;
     lt_run *r = rep->set->run;
-    if (!rep->rows || begin_replica_step(rep, root) != LT_OK) return;
+    if (!rep->rows) return;
+    if (begin_replica_step(rep, root) != LT_OK) {
+        lt_replicas_collectives_leave(rep);
+        return;
+    }
     lt_status (*hook)(lt_ctx *, lt_step *) =
         rep->set->stage == LT_STAGE_TEST ? LT_MOD(r)->test_step : LT_MOD(r)->validation_step;
+    if (!hook) { /* a strategy asked for a stage the module lacks */
+        lt_replica_fail(rep, LT_ERR_UNSUPPORTED, "the module has no %s",
+                        rep->set->stage == LT_STAGE_TEST ? "test_step" : "validation_step");
+        lt_replicas_collectives_leave(rep);
+        return;
+    }
     lt_clear_error();
     lt_status st = hook(module_ctx(rep), &rep->step);
+    lt_replicas_collectives_leave(rep);
     if (st != LT_OK || rep->step.status != LT_OK)
         step_error(rep, st, rep->set->stage == LT_STAGE_TEST ? "test_step" : "validation_step");
 }
@@ -193,8 +209,10 @@ static int param_at(const lt_model *m, size_t offset) {
 static void hand_over(lt_replica_set *rs) {
     lt_model *root = rs->run->model;
     for (; rs->handed < atomic_load_explicit(&rs->queued, memory_order_acquire); rs->handed++) {
-        int i;
-        while ((i = atomic_load_explicit(&rs->queue[rs->handed], memory_order_acquire)) < 0) {}
+        /* reserved but not written yet: the next call (at the latest the one
+         * after the backward) takes it */
+        int i = atomic_load_explicit(&rs->queue[rs->handed], memory_order_acquire);
+        if (i < 0) break;
         if (rs->strategy_ready)
             rs->strategy_ready(rs->strategy_user, root->params[i]->offset, (size_t)root->params[i]->numel);
     }
@@ -375,13 +393,14 @@ lt_status lt_run_replicas_training_step(lt_run *r, lt_step *root, lt_tensor **lo
         return LT_ERR_STATE;
     }
     split(rs, root->batch_size);
+    lt_replicas_collectives_begin(rs);
     lt_status st = lt_replicas_run(rs, forward_job, root, "training_step");
     if (st == LT_OK) st = merge_logs(rs, root);
     if (st != LT_OK) return lt_step_set_error(root, st, "%s", r->error);
     lt_tensor *out;
     if (LT_MOD(r)->training_step_end) {
         lt_tensor *g = gather_outputs(rs, root);
-        if (!g) return lt_step_set_error(root, LT_ERR_MISMATCH, "%s", r->error);
+        if (!g) return lt_step_set_error(root, root->status ? root->status : LT_ERR_MISMATCH, "%s", r->error);
         lt_node *n = lt_step_record(root, replicas_bwd, g);
         if (n) n->in[0] = g;
         out = g;
@@ -407,6 +426,7 @@ lt_status lt_run_replicas_eval_step(lt_run *r, lt_step *root, lt_stage stage) {
     if (!rs) return lt_run_module_eval_step(r, root, stage);
     rs->stage = stage;
     split(rs, root->batch_size);
+    lt_replicas_collectives_begin(rs);
     lt_status st = lt_replicas_run(rs, eval_job, root, stage == LT_STAGE_TEST ? "test_step" : "validation_step");
     if (st == LT_OK) st = merge_logs(rs, root);
     if (st != LT_OK) return lt_step_set_error(root, st, "%s", r->error);

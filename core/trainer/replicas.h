@@ -91,6 +91,9 @@ struct lt_replica_set {
     int coll_arrived;
     uint64_t coll_round;
     lt_replica_coll *coll;   /* one per replica */
+    bool *coll_here;         /* which replicas wait in this round */
+    int coll_departed;       /* replicas whose step hook returned (this job) */
+    int coll_last_left;
     lt_status coll_status;
     char coll_error[1024];
 };
@@ -107,6 +110,11 @@ lt_status lt_replica_fail(lt_replica *rep, lt_status st, const char *fmt, ...) L
 /* replica_collective.c: a module collective from replica s->replica's step;
  * blocks until every replica with rows in this batch made the same call. */
 lt_status lt_replicas_collective(lt_step *s, const lt_replica_coll *args);
+/* Around a step job: begin before it, leave when a replica's hook returned,
+ * whatever the outcome, so the others never wait for a call it will not
+ * make (the round fails, naming it). */
+void lt_replicas_collectives_begin(lt_replica_set *rs);
+void lt_replicas_collectives_leave(lt_replica *rep);
 /* replica_step.c: the optimizer step over the root's flat buffers, each
  * replica's thread a slice (shared parameters; else the root alone). */
 lt_status lt_replicas_optimizer_step(struct lt_run *r);

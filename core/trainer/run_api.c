@@ -186,6 +186,9 @@ lt_status lt_run_module_training_step(lt_run *run, lt_step *step, lt_tensor **lo
 lt_status lt_run_module_eval_step(lt_run *run, lt_step *step, lt_stage stage) {
     lt_status (*hook)(lt_ctx *, lt_step *) =
         stage == LT_STAGE_TEST ? LT_MOD(run)->test_step : LT_MOD(run)->validation_step;
+    if (!hook) /* a strategy asked for a stage the module lacks */
+        return lt_step_set_error(step, LT_ERR_UNSUPPORTED, "the module has no %s",
+                                 stage == LT_STAGE_TEST ? "test_step" : "validation_step");
     return hook(&run->module.ctx, step);
 }
 

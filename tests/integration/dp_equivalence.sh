@@ -196,6 +196,14 @@ refused unevenmetrics 2 "'replica_only'.*every replica must log the same metrics
     "${PROBE[@]}" --set model.probe=uneven_metrics "${DP2[@]}"
 refused unevenparams 2 "fc1.weight.*same parameters on every replica" \
     "${PROBE[@]}" --set model.probe=uneven_params "${DP2[@]}"
+# A replica that returns without the collective the root waits in must end
+# the run, naming it, not hang it (timeout: a hang fails the check).
+timeout 60 "$LTRUN" "${BASE[@]}" --max-steps 2 --default-root-dir "$IT_TMP/skipcoll" "${PROBE[@]}" \
+    --set model.probe=skip_collective "${DP2[@]}" >"$IT_TMP/skipcoll.out" 2>"$IT_TMP/skipcoll.err"
+RC=$?
+check "skipcoll: ends with a refusal, no hang ($RC; 124 = hung)" [ "$RC" -eq 2 ]
+check "skipcoll: names the replica that skipped the barrier" \
+    grep -q "error:.*replica 1 returned from its step without calling lt_step_barrier" "$IT_TMP/skipcoll.err"
 
 echo "dp_equivalence: case 10: module collectives across replicas (replica_probe, model.probe=collectives)"
 COLL=("${PROBE[@]}" --set model.probe=collectives --batch-size 64 --max-steps 5 --set trainer.log_every_n_steps=1)

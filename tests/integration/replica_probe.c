@@ -8,6 +8,8 @@
  *   none            (default) the plain module
  *   uneven_metrics  replicas 1.. log a training metric the root does not
  *   uneven_params   replicas 1.. register fc1 one unit wider than the root
+ *   skip_collective replicas 1.. return from training_step without the
+ *                   barrier the root waits in (must fail, not hang)
  *   collectives     every training_step checks the module collectives
  *                   across the replicas (each replica a rank) and logs the
  *                   world size it saw as coll_world; a wrong result fails
@@ -30,6 +32,7 @@ typedef struct probe {
     double dropout;
     int uneven_metrics; /* this replica logs a metric the root does not */
     int collectives;    /* check lt_step_reduce & co. every step */
+    int skip_collective; /* replicas 1..: no barrier; the root: one */
 } probe;
 
 static atomic_int inits;
@@ -49,8 +52,9 @@ static lt_status probe_init(lt_ctx *ctx, lt_model *model) {
     double dropout = lt_param_float(ctx, "dropout", 0);
     const char *mode = lt_param_str(ctx, "probe", "none");
     if (strcmp(mode, "none") && strcmp(mode, "uneven_metrics") && strcmp(mode, "uneven_params") &&
-        strcmp(mode, "collectives")) {
-        lt_set_error(ctx, "model.probe = '%s': use none, uneven_metrics, uneven_params or collectives", mode);
+        strcmp(mode, "collectives") && strcmp(mode, "skip_collective")) {
+        lt_set_error(ctx, "model.probe = '%s': use none, uneven_metrics, uneven_params, collectives or "
+                     "skip_collective", mode);
         return LT_ERR_INVALID;
     }
     if (hidden < 1 || layers < 1 || layers > MAX_LAYERS) {
@@ -63,6 +67,7 @@ static lt_status probe_init(lt_ctx *ctx, lt_model *model) {
     p->dropout = dropout;
     p->uneven_metrics = replica > 0 && !strcmp(mode, "uneven_metrics");
     p->collectives = !strcmp(mode, "collectives");
+    p->skip_collective = !strcmp(mode, "skip_collective") ? (replica > 0 ? 1 : 2) : 0;
     int64_t in = 28 * 28;
     char name[32];
     for (int i = 0; i < layers; i++) {
@@ -93,15 +98,19 @@ static lt_tensor *forward(lt_ctx *ctx, lt_step *s) {
 static lt_status check_collectives(lt_step *s) {
     int w = lt_step_world_size(s), r = lt_step_rank(s);
     double sum = r + 1, max = r, avg = r + 1, b = 10.0 * r;
-    int64_t mine = r, all[64];
+    int64_t mine = r, all[64], iavg = r + 1;
     if (w < 1 || w > 64 || r < 0 || r >= w) return lt_step_fail(s, "collectives: rank %d of world %d", r, w);
     if (lt_step_reduce(s, &sum, 1, LT_F64, LT_SUM) || lt_step_reduce(s, &max, 1, LT_F64, LT_MAX) ||
-        lt_step_reduce(s, &avg, 1, LT_F64, LT_AVG) || lt_step_all_gather(s, &mine, all, 1, LT_I64) ||
+        lt_step_reduce(s, &avg, 1, LT_F64, LT_AVG) || lt_step_reduce(s, &iavg, 1, LT_I64, LT_AVG) ||
+        lt_step_all_gather(s, &mine, all, 1, LT_I64) ||
         lt_step_broadcast(s, &b, 1, LT_F64, w - 1) || lt_step_barrier(s))
         return lt_step_status(s);
     if (sum != w * (w + 1) / 2.0) return lt_step_fail(s, "collectives: rank %d: sum %g, expected %g", r, sum, w * (w + 1) / 2.0);
     if (max != w - 1) return lt_step_fail(s, "collectives: rank %d: max %g, expected %d", r, max, w - 1);
     if (avg != (w + 1) / 2.0) return lt_step_fail(s, "collectives: rank %d: avg %g, expected %g", r, avg, (w + 1) / 2.0);
+    if (iavg != (int64_t)w * (w + 1) / 2 / w)
+        return lt_step_fail(s, "collectives: rank %d: i64 avg %lld, expected %lld", r, (long long)iavg,
+                            (long long)((int64_t)w * (w + 1) / 2 / w));
     if (b != 10.0 * (w - 1)) return lt_step_fail(s, "collectives: rank %d: broadcast %g, expected %d", r, b, 10 * (w - 1));
     for (int i = 0; i < w; i++)
         if (all[i] != i) return lt_step_fail(s, "collectives: rank %d: all_gather[%d] = %lld", r, i, (long long)all[i]);
@@ -114,6 +123,7 @@ static lt_status probe_training_step(lt_ctx *ctx, lt_step *s, lt_tensor **out) {
     *out = forward(ctx, s);
     if (p->uneven_metrics) lt_log_metric(s, "replica_only", 1.0, (double)lt_step_batch_size(s), 0);
     if (p->collectives) check_collectives(s);
+    if (p->skip_collective == 2) lt_step_barrier(s); /* the others never come */
     return lt_step_status(s);
 }
 

@@ -4,7 +4,11 @@
 #ifndef LT_CPU_INTERNAL_H
 #define LT_CPU_INTERNAL_H
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* cpu_set_t */
+#endif
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include "gemm_avx2.h"
 #include "gemm_avx512.h"
@@ -55,10 +59,13 @@ typedef struct cpu_state {
     lt_sgemm_scratch gemm_scratch;
     int device;                 /* setup's index: the core of a dp replica */
     pthread_t thread;           /* the thread that called setup (drives the replica) */
+    bool pinned;                /* replicas.c pinned it; mask: its affinity before */
+    bool has_mask;
+    cpu_set_t mask;
 } cpu_state;
 
 /* replicas.c: a process that sets up more than one context runs dp
- * replicas, one thread each: each thread is pinned to core `device` of the
+ * replicas (contexts on different devices), one thread each: each thread is pinned to core `device` of the
  * cores the process may use and OpenBLAS runs one thread per call unless
  * num_threads says otherwise. A device past the cores is an error unless
  * share_cores (then core device % count, with a warning). A single context

@@ -2,9 +2,11 @@
  * on the replica's own thread (the root's first); the second live context
  * says the process runs replicas, so from then on every context's thread is
  * pinned and OpenBLAS stops spreading one call over the cores the other
- * replicas compute on. The root, set up alone, is pinned when the second
- * context appears; pinning a thread from another is what
- * pthread_setaffinity_np allows. */
+ * replicas compute on. Replicas are told apart from two trainers sharing
+ * a process by their devices: contexts on different devices. The root, set
+ * up alone, is pinned when the second device appears (pthread_setaffinity_np
+ * pins another thread); every pinned thread gets its own mask back when its
+ * context goes or the replicas are gone. */
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <pthread.h>
@@ -15,11 +17,7 @@
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static cpu_state *g_live[256]; /* contexts set up and not torn down */
 static int g_nlive;
-/* What the first context's thread had before replicas pinned it, given back
- * when it is alone again (an embedding program's next single-device run). */
-static cpu_set_t g_saved_mask;
-static int g_saved_blas_threads;
-static bool g_saved;
+static int g_saved_blas_threads = -1; /* OpenBLAS's count before replicas: given back after */
 static bool g_share_cores;
 
 /* The n-th CPU this process may run on, or -1. */
@@ -70,6 +68,54 @@ static lt_status pin(lt_ctx *ctx, const cpu_state *s) {
     return LT_OK;
 }
 
+/* Replicas are contexts on different devices: two trainers of one process
+ * on device 0 are not. */
+static bool replicas_live(void) {
+    for (int i = 1; i < g_nlive; i++)
+        if (g_live[i]->device != g_live[0]->device) return true;
+    return false;
+}
+
+/* Pins every live context not pinned yet, keeping its thread's mask. */
+static lt_status pin_all(lt_ctx *ctx, int64_t num_threads) {
+    for (int i = 0; i < g_nlive; i++) {
+        cpu_state *c = g_live[i];
+        if (c->pinned) continue;
+        c->has_mask = pthread_getaffinity_np(c->thread, sizeof c->mask, &c->mask) == 0;
+        LT_CHECK(pin(ctx, c));
+        c->pinned = true;
+    }
+    if (num_threads <= 0 && g_saved_blas_threads < 0) {
+        g_saved_blas_threads = openblas_get_num_threads();
+        openblas_set_num_threads(1);
+    }
+    return LT_OK;
+}
+
+/* No replicas left: every pinned thread gets its mask back, OpenBLAS its
+ * thread count (an embedding program's next single-device run). */
+static void unpin_all(void) {
+    for (int i = 0; i < g_nlive; i++) {
+        cpu_state *c = g_live[i];
+        if (c->pinned && c->has_mask) pthread_setaffinity_np(c->thread, sizeof c->mask, &c->mask);
+        c->pinned = false;
+    }
+    if (g_saved_blas_threads > 0) openblas_set_num_threads(g_saved_blas_threads);
+    g_saved_blas_threads = -1;
+}
+
+static void drop(cpu_state *s) {
+    for (int i = 0; i < g_nlive; i++)
+        if (g_live[i] == s) {
+            if (s->pinned && s->has_mask) pthread_setaffinity_np(s->thread, sizeof s->mask, &s->mask);
+            s->pinned = false;
+            memmove(&g_live[i], &g_live[i + 1], (size_t)(g_nlive - i - 1) * sizeof g_live[0]);
+            g_nlive--;
+            break;
+        }
+    if (!replicas_live()) unpin_all();
+}
+
 lt_status cpu_bind_replicas(lt_ctx *ctx, cpu_state *s, int64_t num_threads, bool share_cores) {
     pthread_mutex_lock(&g_lock);
     g_share_cores = share_cores;
@@ -79,16 +125,8 @@ lt_status cpu_bind_replicas(lt_ctx *ctx, cpu_state *s, int64_t num_threads, bool
         st = LT_ERR_INVALID;
     } else {
         g_live[g_nlive++] = s;
-        if (g_nlive >= 2) {
-            if (g_nlive == 2) { /* the root, set up alone before */
-                g_saved = pthread_getaffinity_np(g_live[0]->thread, sizeof g_saved_mask, &g_saved_mask) == 0;
-                g_saved_blas_threads = openblas_get_num_threads();
-                st = pin(ctx, g_live[0]);
-            }
-            if (st == LT_OK) st = pin(ctx, s);
-            if (st == LT_OK && num_threads <= 0) openblas_set_num_threads(1);
-        }
-        if (st != LT_OK) g_nlive--;
+        if (replicas_live()) st = pin_all(ctx, num_threads);
+        if (st != LT_OK) drop(s);
     }
     pthread_mutex_unlock(&g_lock);
     return st;
@@ -96,16 +134,6 @@ lt_status cpu_bind_replicas(lt_ctx *ctx, cpu_state *s, int64_t num_threads, bool
 
 void cpu_unbind_replicas(cpu_state *s) {
     pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < g_nlive; i++)
-        if (g_live[i] == s) {
-            memmove(&g_live[i], &g_live[i + 1], (size_t)(g_nlive - i - 1) * sizeof g_live[0]);
-            g_nlive--;
-            break;
-        }
-    if (g_nlive == 1 && g_saved) {
-        pthread_setaffinity_np(g_live[0]->thread, sizeof g_saved_mask, &g_saved_mask);
-        openblas_set_num_threads(g_saved_blas_threads);
-        g_saved = false;
-    }
+    drop(s);
     pthread_mutex_unlock(&g_lock);
 }

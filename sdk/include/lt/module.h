@@ -67,7 +67,9 @@ typedef struct lt_module_desc {
      * NULL to use the built-in reader of [data] (FIT) or have no test set
      * (TEST). The trainer calls destroy. Main thread. */
     lt_status (*setup_data)(lt_ctx *ctx, lt_stage stage, lt_dataset *train, lt_dataset *val);
-    /* Optional epoch hooks, training thread of the root replica. */
+    /* Optional epoch hooks, training thread of the root replica only: with dp
+     * or ddp2, state they change is the root's; keep what every replica's
+     * steps need out of them (or derive it from lt_step_epoch). */
     lt_status (*on_train_epoch_start)(lt_ctx *ctx, int64_t epoch);
     lt_status (*on_train_epoch_end)(lt_ctx *ctx, int64_t epoch);
     lt_status (*on_validation_epoch_end)(lt_ctx *ctx, int64_t epoch);

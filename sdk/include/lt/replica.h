@@ -8,7 +8,9 @@
  * Replica 0 is the root: the run's model, driven by the training thread.
  * The others read the root's parameters in place when the accelerator's
  * memory is host memory (nothing is copied), or hold a copy refreshed
- * before their first step after each optimizer step or checkpoint load.
+ * before their first step after each optimizer step or checkpoint load
+ * (a plugin writing lt_run_flat().params at another time is not seen by
+ * copied replicas).
  *
  * A strategy uses them from its hooks:
  *   configure_ddp   lt_run_replicate(run, lt_run_world(run)->num_devices, ...)
