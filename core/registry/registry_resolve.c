@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include "lt/module.h" /* adapt(): a module's training_step_end */
 #include "registry_internal.h"
 
 static registry_entry *cached(lt_registry *r, uint32_t kind, const char *name, const char *file) {
