@@ -328,6 +328,8 @@ static const core_key core_keys[] = {
     {"trainer", "check_val_every_n_epoch", I, "1", "validate every n epochs; 0 = never",
      {AT_LEAST(0), H("0 = never")}},
     {"trainer", "log_every_n_steps", I, "50", "log metrics every n steps", {AT_LEAST(1)}},
+    {"trainer", "flush_logs_every_n_steps", I, "100",
+     "write metrics.csv every n optimizer steps (and at the end, also of a failed run)", {AT_LEAST(1)}},
     {"trainer", "accumulate_grad_batches", I, "1", "batches per optimizer step", {IN(1, INT_TOP)}},
     {"trainer", "gradient_clip_val", F, "0", "clip gradients at this value; 0 = off",
      {AT_LEAST(0), H("0 = off")}},
@@ -384,6 +386,9 @@ static const core_key core_keys[] = {
     {"checkpoint", "save_last", B, "true", "also write last.safetensors", ANY},
     {"checkpoint", "save_top_k", I, "1", "1: keep the best checkpoint (best.safetensors); 0: none",
      {IN(0, 1), H("lt keeps the single best checkpoint; -1 and k > 1 (several best files) are not supported")}},
+    {"checkpoint", "strict", B, "true",
+     "refuse a --ckpt-path whose tensors differ from the model's; false: ignore extra tensors, "
+     "missing ones keep their initial values", ANY},
     {"logger", "csv", B, "true", "write metrics.csv", ANY},
     {"logger", "name", S, "lt_logs", "log directory name under default_root_dir", ANY},
     {"logger", "version", S, "", "run version; empty = next free version_N", ANY},

@@ -125,7 +125,7 @@ fail: {
 }
 
 /* Sends s->req (a complete frame) and reads the reply. *body is malloc'ed
- * (NULL when empty). On failure the message is in s->err. */
+ * (NULL when empty). On failure the message is in s->err and *body is NULL. */
 static lt_status roundtrip(lt_store *s, const char *what, double deadline, unsigned *code,
                            unsigned *flags, uint8_t **body, size_t *blen) {
     *body = NULL;
@@ -171,6 +171,10 @@ static lt_status roundtrip(lt_store *s, const char *what, double deadline, unsig
     *flags = hdr[3];
     *blen = len;
     if (*code == LT_REPLY_BAD_VERSION) {
+        /* A failed roundtrip hands back no body: the callers free none. */
+        free(*body);
+        *body = NULL;
+        *blen = 0;
         drop_connection(s);
         seterr(s, "the rendezvous store at %s:%d speaks protocol v%u, this lt v%u; run the "
                   "same lt version on every node", s->host, s->port, hdr[1], LT_WIRE_VERSION);

@@ -42,6 +42,14 @@
 /* Buffers above this are released after use instead of kept for the next request. */
 #define KEEP_BUF (1u << 20)
 
+/* Warnings about connections (garbage, a wrong token or version, a stall)
+ * are logged at most WARN_BURST per interval: a port scanner or a client
+ * retrying in a loop would otherwise write a line per connection (10,000
+ * connections gave ~7,000 lines). The ones held back are counted, and the
+ * count is logged in one line when the interval is over or the server stops. */
+#define WARN_BURST 5
+#define WARN_INTERVAL_MS_DEFAULT 10000
+
 typedef struct conn {
     int fd;
     char peer[64];
@@ -66,6 +74,10 @@ struct lt_store_server {
     size_t token_len;
     bool has_token, accept_paused;
     _Atomic int stall_ms; /* STALL_MS_DEFAULT; tests shorten it */
+    _Atomic int warn_ms;  /* WARN_INTERVAL_MS_DEFAULT; tests shorten it */
+    double warn_since;    /* the current interval's start (lt_now() seconds; 0 = none yet) */
+    int warn_logged;      /* lines logged in it */
+    unsigned long warn_held; /* warnings not logged in it */
     lt_store_table *table;
     conn **conns;
     size_t nconns, cap;
@@ -79,6 +91,44 @@ void lt_store_server_set_stall_ms(lt_store_server *s, int ms) {
     if (s) atomic_store(&s->stall_ms, ms > 0 ? ms : STALL_MS_DEFAULT);
 }
 
+static double warn_s(const lt_store_server *s) { return atomic_load(&s->warn_ms) / 1000.0; }
+
+void lt_store_server_set_warn_interval_ms(lt_store_server *s, int ms) {
+    if (s) atomic_store(&s->warn_ms, ms > 0 ? ms : WARN_INTERVAL_MS_DEFAULT);
+}
+
+/* Ends the current interval once it is over (or at once with `now` < 0, when
+ * the server stops): the count of warnings held back in it, if any, in one line. */
+static void warn_interval_end(lt_store_server *s, double now) {
+    if (now >= 0 && (s->warn_since == 0 || now < s->warn_since + warn_s(s))) return;
+    if (s->warn_held)
+        lt_log(NULL, LT_LOG_WARN, "rendezvous store: %lu more warning(s) about connections in the "
+               "last %.1f s not logged (at most %d lines per %g s)", s->warn_held,
+               (now < 0 ? lt_now() : now) - s->warn_since, WARN_BURST, warn_s(s));
+    s->warn_since = 0;
+    s->warn_logged = 0;
+    s->warn_held = 0;
+}
+
+/* A warning about one connection, rate-limited (see WARN_BURST). Server thread only. */
+static void warn_conn(lt_store_server *s, const char *fmt, ...) LT_PRINTF(2, 3);
+static void warn_conn(lt_store_server *s, const char *fmt, ...) {
+    double now = lt_now();
+    warn_interval_end(s, now);
+    if (s->warn_since == 0) s->warn_since = now;
+    if (s->warn_logged >= WARN_BURST) {
+        s->warn_held++;
+        return;
+    }
+    s->warn_logged++;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    lt_log(NULL, LT_LOG_WARN, "rendezvous store: %s", line);
+}
+
 
 static void conn_drop(lt_store_server *s, conn *c, const char *fmt, ...) LT_PRINTF(3, 4);
 
@@ -90,7 +140,7 @@ static void conn_drop(lt_store_server *s, conn *c, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(why, sizeof why, fmt, ap);
         va_end(ap);
-        lt_log(NULL, LT_LOG_WARN, "rendezvous store: dropped connection from %s: %s", c->peer, why);
+        warn_conn(s, "dropped connection from %s: %s", c->peer, why);
     }
     close(c->fd);
     c->fd = -1;
@@ -256,8 +306,7 @@ static bool run_request(lt_store_server *s, conn *c) {
     switch (c->op) {
     case LT_OP_HELLO:
         if (!token_ok(s, a, n1)) {
-            lt_log(NULL, LT_LOG_WARN, "rendezvous store: refused a client from %s: wrong token",
-                   c->peer);
+            warn_conn(s, "refused a client from %s: wrong token", c->peer);
             c->closing = true;
             reply(s, c, LT_REPLY_BAD_TOKEN, 0, NULL, 0, false, NULL);
             return true;
@@ -342,9 +391,8 @@ static bool take_header(lt_store_server *s, conn *c) {
         return false;
     }
     if (h[1] != LT_WIRE_VERSION) {
-        lt_log(NULL, LT_LOG_WARN,
-               "rendezvous store: client %s speaks protocol v%u, this server v%u; closing",
-               c->peer, h[1], LT_WIRE_VERSION);
+        warn_conn(s, "client %s speaks protocol v%u, this server v%u; closing", c->peer, h[1],
+                  LT_WIRE_VERSION);
         c->closing = true;
         reply(s, c, LT_REPLY_BAD_VERSION, 0, NULL, 0, false, NULL);
         return false;
@@ -448,8 +496,7 @@ static void accept_all(lt_store_server *s) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
             if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
                 /* Stop polling the listener until a connection closes, or it would spin. */
-                lt_log(NULL, LT_LOG_WARN, "rendezvous store: cannot accept more clients: %s",
-                       strerror(errno));
+                warn_conn(s, "cannot accept more clients: %s", strerror(errno));
                 s->accept_paused = true;
             }
             return;
@@ -467,7 +514,7 @@ static void accept_all(lt_store_server *s) {
             }
         }
         if (!c) {
-            lt_log(NULL, LT_LOG_WARN, "rendezvous store: out of memory accepting a client");
+            warn_conn(s, "out of memory accepting a client");
             close(fd);
             return;
         }
@@ -488,6 +535,10 @@ static int next_timeout_ms(const lt_store_server *s) {
         double at = c->parked ? c->deadline : c->stall_at;
         if (!c->parked && at == 0) continue;
         double left = at - now;
+        if (best < 0 || left < best) best = left < 0 ? 0 : left;
+    }
+    if (s->warn_held) { /* the held-back count is logged when its interval ends */
+        double left = s->warn_since + warn_s(s) - now;
         if (best < 0 || left < best) best = left < 0 ? 0 : left;
     }
     if (best < 0) return -1;
@@ -566,8 +617,10 @@ static void *server_main(void *arg) {
         }
         if (r > 0 && (pf[1].revents & POLLIN)) accept_all(s);
         expire_parked(s);
+        warn_interval_end(s, lt_now());
         reap(s);
     }
+    warn_interval_end(s, -1); /* stopping: the count held back is not lost */
     return NULL;
 }
 
@@ -647,7 +700,10 @@ lt_status lt_store_server_start(const char *bind_host, int port, const char *tok
         return LT_ERR_INVALID;
     }
     lt_store_server *s = calloc(1, sizeof *s);
-    if (s) atomic_init(&s->stall_ms, STALL_MS_DEFAULT);
+    if (s) {
+        atomic_init(&s->stall_ms, STALL_MS_DEFAULT);
+        atomic_init(&s->warn_ms, WARN_INTERVAL_MS_DEFAULT);
+    }
     if (!s) {
         fail(err, errlen, "out of memory starting the rendezvous store");
         return LT_ERR_NOMEM;

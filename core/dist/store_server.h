@@ -6,7 +6,8 @@
  * a blocking get or wait parks its connection without busy-waiting until a
  * set/add/compare_set makes it ready or its deadline passes. A malformed,
  * oversized or unauthenticated message makes the server drop that connection
- * with a log line; it never crashes nor allocates what a bad length claims. */
+ * with a log line (a few per interval: see lt_store_server_set_warn_interval_ms);
+ * it never crashes nor allocates what a bad length claims. */
 #ifndef LT_STORE_SERVER_H
 #define LT_STORE_SERVER_H
 
@@ -37,6 +38,11 @@ void lt_store_server_stop(lt_store_server *srv);
  * middle of a request, before the server drops it (default 30 s; <= 0 sets
  * the default back). Between requests an authenticated client may idle. */
 void lt_store_server_set_stall_ms(lt_store_server *srv, int ms);
+
+/* Warnings about bad connections are logged at most 5 per interval, then one
+ * line with the count of the others when the interval ends (default 10 s;
+ * <= 0 sets the default back). */
+void lt_store_server_set_warn_interval_ms(lt_store_server *srv, int ms);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,10 @@
+#define _GNU_SOURCE /* open_memstream, %m */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "metrics.h"
 #include "lt/nn.h"
 
@@ -106,23 +110,20 @@ const lt_metric *lt_metrics_find(const lt_metrics *ms, const char *name) {
     return NULL;
 }
 
-/* Lightning's CSVLogger layout: one row per (step, epoch) with the metrics
- * logged there, blank cells elsewhere. Rows are merged by step and epoch. */
-lt_status lt_metrics_write_csv(const lt_metrics *ms, const char *path, char *err, size_t errlen) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) { snprintf(err, errlen, "cannot write %s: %m", tmp); return LT_ERR_IO; }
-    fprintf(f, "epoch,step");
-    for (int i = 0; i < ms->n; i++) fprintf(f, ",%s", ms->m[i].name);
-    fputc('\n', f);
+static bool same_line(const lt_metric_row *a, const lt_metric_row *b) {
+    return a->step == b->step && a->epoch == b->epoch;
+}
+
+/* The lines of rows [from, nrows): consecutive rows of one step and epoch
+ * make one line, blank cells for the metrics not logged there. */
+static lt_status write_rows(const lt_metrics *ms, size_t from, FILE *f) {
     double *cells = calloc((size_t)ms->n + 1, sizeof *cells);
     bool *set = calloc((size_t)ms->n + 1, sizeof *set);
-    if (!cells || !set) { fclose(f); free(cells); free(set); return LT_ERR_NOMEM; }
-    for (size_t r = 0; r < ms->nrows;) {
+    if (!cells || !set) { free(cells); free(set); return LT_ERR_NOMEM; }
+    for (size_t r = from; r < ms->nrows;) {
         size_t e = r;
         memset(set, 0, ((size_t)ms->n + 1) * sizeof *set);
-        while (e < ms->nrows && ms->rows[e].step == ms->rows[r].step && ms->rows[e].epoch == ms->rows[r].epoch) {
+        while (e < ms->nrows && same_line(&ms->rows[e], &ms->rows[r])) {
             cells[ms->rows[e].metric] = ms->rows[e].value;
             set[ms->rows[e].metric] = true;
             e++;
@@ -137,10 +138,83 @@ lt_status lt_metrics_write_csv(const lt_metrics *ms, const char *path, char *err
     }
     free(cells);
     free(set);
+    return LT_OK;
+}
+
+/* Lightning's CSVLogger layout: one row per (step, epoch) with the metrics
+ * logged there, blank cells elsewhere. Rows are merged by step and epoch. */
+lt_status lt_metrics_write_csv(const lt_metrics *ms, const char *path, char *err, size_t errlen) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) { snprintf(err, errlen, "cannot write %s: %m", tmp); return LT_ERR_IO; }
+    fprintf(f, "epoch,step");
+    for (int i = 0; i < ms->n; i++) fprintf(f, ",%s", ms->m[i].name);
+    fputc('\n', f);
+    if (write_rows(ms, 0, f) != LT_OK) {
+        fclose(f);
+        remove(tmp);
+        snprintf(err, errlen, "out of memory writing %s", path);
+        return LT_ERR_NOMEM;
+    }
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         snprintf(err, errlen, "cannot write %s: %m", path);
         return LT_ERR_IO;
     }
+    return LT_OK;
+}
+
+lt_status lt_metrics_flush_csv(lt_metrics *ms, const char *path, char *err, size_t errlen) {
+    size_t from = ms->csv_rows;
+    bool whole = from == 0 || ms->n != ms->csv_columns ||
+                 (from < ms->nrows && same_line(&ms->rows[from], &ms->rows[from - 1]));
+    if (!whole && from == ms->nrows) return LT_OK;
+    /* Appended lines go in one write(): a process killed in the middle leaves
+     * whole lines (the whole-file path renames a finished temporary file). */
+    char *text = NULL;
+    size_t len = 0;
+    int fd = -1;
+    if (!whole) {
+        fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+        whole = fd < 0 && errno == ENOENT; /* removed since: write it again */
+        if (fd < 0 && !whole) {
+            snprintf(err, errlen, "cannot append to %s: %m", path);
+            return LT_ERR_IO;
+        }
+    }
+    if (whole) {
+        LT_CHECK(lt_metrics_write_csv(ms, path, err, errlen));
+        ms->csv_rows = ms->nrows;
+        ms->csv_columns = ms->n;
+        return LT_OK;
+    }
+    FILE *mem = open_memstream(&text, &len);
+    lt_status st = mem ? write_rows(ms, from, mem) : LT_ERR_NOMEM;
+    if (mem && fclose(mem) != 0 && st == LT_OK) st = LT_ERR_NOMEM;
+    if (st != LT_OK) {
+        close(fd);
+        free(text);
+        snprintf(err, errlen, "out of memory writing %s", path);
+        return st;
+    }
+    size_t off = 0;
+    ssize_t w = 0;
+    while (off < len && ((w = write(fd, text + off, len - off)) > 0 || (w < 0 && errno == EINTR)))
+        if (w > 0) off += (size_t)w;
+    int e = errno;
+    free(text);
+    bool ok = off == len;
+    if (close(fd) != 0 && ok) {
+        ok = false;
+        e = errno;
+    }
+    if (!ok) {
+        ms->csv_rows = 0; /* part of a line may be there: the next flush writes it whole */
+        errno = e;
+        snprintf(err, errlen, "cannot append to %s: %m", path);
+        return LT_ERR_IO;
+    }
+    ms->csv_rows = ms->nrows;
     return LT_OK;
 }
 

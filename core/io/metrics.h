@@ -33,6 +33,9 @@ typedef struct lt_metrics {
     lt_metric_row *rows;
     size_t nrows, rowcap;
     int stage;             /* the loop running now */
+    /* metrics.csv as lt_metrics_flush_csv last left it */
+    size_t csv_rows;       /* rows in it */
+    int csv_columns;       /* metric columns in its header */
 } lt_metrics;
 
 /* LT_ERR_INVALID: name too long; LT_ERR_MISMATCH: the name was logged in
@@ -51,6 +54,13 @@ void lt_metrics_step_rows(lt_metrics *ms, int64_t step, int64_t epoch);
 const lt_metric *lt_metrics_find(const lt_metrics *ms, const char *name);
 /* Writes metrics.csv (columns: epoch, step, then every metric name). */
 lt_status lt_metrics_write_csv(const lt_metrics *ms, const char *path, char *err, size_t errlen);
+/* Brings metrics.csv up to date with the rows recorded so far: appends the
+ * rows since the last flush to the file, or writes it whole (as
+ * lt_metrics_write_csv) when this is the first flush, a metric column was
+ * added since, the file is gone, or the last line written gained cells (rows
+ * of one step and epoch are one line). The file then reads as
+ * lt_metrics_write_csv would write it. */
+lt_status lt_metrics_flush_csv(lt_metrics *ms, const char *path, char *err, size_t errlen);
 void lt_metrics_free(lt_metrics *ms);
 
 #endif

@@ -1,6 +1,9 @@
 /* safetensors reader and atomic writer; the JSON header goes through jansson. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -276,9 +279,14 @@ static lt_status write_temp_and_rename(const char *path, const char *tmp, const 
     if (!what && rename(tmp, path)) { what = "renaming"; saved = errno; }
     if (!what) return LT_OK;
     unlink(tmp);
-    return fail(err, errlen, LT_ERR_IO,
-                "cannot write checkpoint %s: %s %s: %s; the previous file is unchanged",
-                path, what, tmp, strerror(saved));
+    /* Nothing above touched path: whatever was there still is. Saying "the
+     * previous file is unchanged" when there was none would promise the user
+     * a checkpoint they do not have. */
+    struct stat sb;
+    bool had = lstat(path, &sb) == 0;
+    return fail(err, errlen, LT_ERR_IO, "cannot write checkpoint %s: %s %s: %s; %s", path, what,
+                tmp, strerror(saved),
+                had ? "the previous file is unchanged" : "there was no previous file, so none is saved yet");
 }
 
 lt_status lt_st_write(const char *path, const lt_st_tensor *t, size_t n,
@@ -302,6 +310,95 @@ lt_status lt_st_write(const char *path, const lt_st_tensor *t, size_t n,
     free(tmp);
     free(hdr);
     free(order);
+    return s;
+}
+
+/* ---- temp files of writers that are gone -------------------------------- */
+
+/* The pid in "<base>.tmp.<pid>" exactly as lt_st_write names it ("%ld": digits,
+ * no sign, no leading zero); false for any other name, so a file lt did not
+ * make is never touched. */
+static bool temp_pid(const char *name, const char *base, size_t blen, pid_t *pid) {
+    if (strncmp(name, base, blen) || strncmp(name + blen, ".tmp.", 5)) return false;
+    const char *d = name + blen + 5;
+    if (*d < '1' || *d > '9') return false;
+    long long v = 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9') return false;
+        v = v * 10 + (*d - '0');
+        if (v > INT_MAX) return false; /* no pid is that large */
+    }
+    *pid = (pid_t)v;
+    return true;
+}
+
+static bool same_file(const char *a, const char *b) {
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* Whether pid may still be writing its temp file: it exists and runs lt (this
+ * program, or any that maps liblt.so). A pid that exists but runs something
+ * else was reused after the writer died; a zombie maps nothing. When we cannot
+ * tell (another user's process, whose /proc entries we may not read) the
+ * answer is yes: removing a live writer's temp file would fail its save. */
+static bool writer_may_live(pid_t pid) {
+    if (pid == getpid()) return true;
+    if (kill(pid, 0)) return errno != ESRCH;
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/exe", (int)pid);
+    if (same_file(p, "/proc/self/exe")) return true;
+    snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(p, "re");
+    if (!f) return errno != ENOENT && errno != ESRCH;
+    char line[4096];
+    bool lt = false;
+    while (!lt && fgets(line, sizeof line, f)) {
+        const char *slash = strrchr(line, '/');
+        lt = slash && !strncmp(slash + 1, "liblt.so", 8);
+    }
+    fclose(f);
+    return lt;
+}
+
+lt_status lt_st_remove_stale_temps(const char *path, size_t *removed, char *err, size_t errlen) {
+    if (removed) *removed = 0;
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    const char *base = slash ? slash + 1 : path;
+    if (!path || !*base)
+        return fail(err, errlen, LT_ERR_INVALID, "lt_st_remove_stale_temps: '%s' names no file",
+                    path ? path : "(null)");
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir) return fail(err, errlen, LT_ERR_NOMEM, "out of memory");
+    DIR *d = opendir(dir);
+    if (!d) {
+        /* No directory yet: nothing was ever written there. */
+        lt_status s = errno == ENOENT ? LT_OK
+                      : fail(err, errlen, LT_ERR_IO, "cannot list %s to remove temp files that "
+                             "killed writers of %s left: %s", dir, base, strerror(errno));
+        free(dir);
+        return s;
+    }
+    size_t blen = strlen(base), n = 0;
+    lt_status s = LT_OK;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        pid_t pid;
+        struct stat sb;
+        if (!temp_pid(e->d_name, base, blen, &pid)) continue;
+        /* lt_st_write makes regular files only: a directory or a link under
+         * the name is someone else's. */
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) || !S_ISREG(sb.st_mode)) continue;
+        if (writer_may_live(pid)) continue;
+        if (!unlinkat(dirfd(d), e->d_name, 0)) n++;
+        else if (errno != ENOENT && s == LT_OK) /* ENOENT: another cleaner was faster */
+            s = fail(err, errlen, LT_ERR_IO, "cannot remove %s/%s, a temp file that a killed "
+                     "writer (pid %d) left: %s; remove it by hand", dir, e->d_name, (int)pid,
+                     strerror(errno));
+    }
+    closedir(d);
+    free(dir);
+    if (removed) *removed = n;
     return s;
 }
 

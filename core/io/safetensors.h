@@ -50,6 +50,17 @@ typedef struct lt_st_tensor {
 lt_status lt_st_write(const char *path, const lt_st_tensor *t, size_t n,
                       const char *const *meta, size_t nmeta, char *err, size_t errlen);
 
+/* Removes the temp files "<path>.tmp.<pid>" (the exact name lt_st_write gives
+ * them) that writers killed mid-write left in path's directory: regular files
+ * whose pid no longer exists or runs something other than lt (the pid was
+ * reused). Other files are never touched, nor temp files of this process or of
+ * any lt process that may still be writing, nor those of a pid it cannot
+ * inspect (another user's). Only meaningful on the host that writes path: a
+ * pid from another host says nothing here. *removed (may be NULL) gets the
+ * count. A missing directory is LT_OK; LT_ERR_IO when it cannot be listed or a
+ * file cannot be removed (the others still are). */
+lt_status lt_st_remove_stale_temps(const char *path, size_t *removed, char *err, size_t errlen);
+
 /* A validated, read-only file; safe to read from several threads at once. */
 typedef struct lt_st_file lt_st_file;
 

@@ -61,7 +61,8 @@ void ltrun_usage(void) {
            "  --precision P            32-true | 64-true | ...\n"
            "  --max-epochs N, --max-steps N, --seed S, --batch-size B, --model NAME\n"
            "  --accumulate-grad-batches N, --default-root-dir DIR, --data-dir DIR, --log-level L\n"
-           "  --ckpt-path FILE         resume training (or evaluate) from a checkpoint\n"
+           "  --ckpt-path FILE         resume training (or evaluate) from a checkpoint; last or best:\n"
+           "                           that file in the checkpoint dir (a missing last: start fresh)\n"
            "  --validate | --test      only evaluate (with --ckpt-path: those weights)\n"
            "  --no-test                fit only, skip the test set afterwards\n"
            "  --check                  load and validate every plugin and the config, then exit\n"
@@ -84,6 +85,7 @@ void ltrun_usage(void) {
 static int add_set(ltrun_args *a, const char *assignment, const char *origin, bool own) {
     if (a->nsets >= LTRUN_MAX) {
         fprintf(stderr, "ltrun: too many settings (more than %d)\n", LTRUN_MAX);
+        if (own) free((char *)assignment); /* not in owned[]: ltrun_args_free would miss it */
         return 2;
     }
     if (own) a->owned[a->nowned++] = (char *)assignment;

@@ -1,7 +1,10 @@
 /* Checkpoints as safetensors: parameters by name (so
  * safetensors.torch.load_file gives a state_dict), optimizer state as
  * "optimizer.<state>.<param>", and trainer state in the metadata. Written by
- * rank 0 atomically (lt_st_write); a failed save leaves the old file. */
+ * rank 0 atomically (lt_st_write); a failed save leaves the old file, and the
+ * temp files of writers killed mid-save are removed at the next start, resume
+ * or save. A file without lt's format tag is read as weights only (what
+ * safetensors.torch.save_file writes). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -79,6 +82,9 @@ lt_status lt_checkpoint_save(lt_trainer *t, const char *path) {
             if (st != LT_OK) lt_run_fail(r, st, "saving checkpoint: %s", err);
         }
     }
+    /* Also after each save: a long run restarted by hand while an older one
+     * was being killed would otherwise keep that one's temp file to the end. */
+    if (st == LT_OK) lt_checkpoint_clean_temps(t, path);
     for (int s = 0; s < 3; s++) free(host[s]);
     free(ts);
     free(names);
@@ -94,11 +100,13 @@ static lt_status meta_int(lt_run *r, lt_st_file *f, const char *path, const char
     return LT_OK;
 }
 
+/* A tensor the file lacks keeps its initial value: check_names let that
+ * through only under checkpoint.strict = false. */
 static lt_status load_tensor(lt_run *r, lt_st_file *f, const char *path, const char *name,
                              const lt_param *p, void *dev) {
     const lt_st_tensor *t = lt_st_find(f, name);
     lt_model *m = r->model;
-    if (!t) return lt_run_fail(r, LT_ERR_MISMATCH, "checkpoint %s has no tensor '%s'; it was saved from another model or optimizer", path, name);
+    if (!t) return LT_OK;
     bool same = t->dtype == m->dtype && t->ndim == p->ndim;
     for (int i = 0; same && i < p->ndim; i++) same = t->shape[i] == p->shape[i];
     if (!same) {
@@ -112,32 +120,123 @@ static lt_status load_tensor(lt_run *r, lt_st_file *f, const char *path, const c
     return st == LT_OK ? LT_OK : lt_run_hook_failed(r, &r->accel, "copy", st);
 }
 
-lt_status lt_checkpoint_load(lt_trainer *t, const char *path) {
+/* The tensors a checkpoint must hold for this run, in order: the parameters,
+ * then (trainer checkpoints only) each optimizer state of each parameter. */
+static int nexpected(const lt_run *r, bool full) {
+    return r->model->nparams * (1 + (full ? r->optim.nstate : 0));
+}
+
+static const char *expected_name(const lt_run *r, int i, char *buf, size_t len) {
+    const lt_model *m = r->model;
+    int np = m->nparams;
+    if (i < np) return m->params[i]->name;
+    snprintf(buf, len, "optimizer.%s.%s", lt_optim_state_name(&r->optim, i / np - 1), m->params[i % np]->name);
+    return buf;
+}
+
+static bool is_expected(const lt_run *r, bool full, const char *name) {
+    char buf[192];
+    for (int i = 0, n = nexpected(r, full); i < n; i++)
+        if (!strcmp(expected_name(r, i, buf, sizeof buf), name)) return true;
+    return false;
+}
+
+/* checkpoint.strict (torch's load_state_dict(strict=True)): the file holds
+ * exactly this run's tensors, so a checkpoint of another model is refused
+ * instead of half loaded. Names the first offender: in file order for a
+ * tensor the model lacks, in the model's order for one the file lacks. With
+ * strict = false the former are ignored and the latter keep their initial
+ * values, said in one warning. */
+static lt_status check_names(lt_trainer *t, lt_st_file *f, const char *path, bool full) {
     lt_run *r = &t->run;
+    int n = nexpected(r, full);
+    size_t found = 0, missing = 0;
+    char buf[192], first_missing[192] = "";
+    for (int i = 0; i < n; i++) {
+        const char *name = expected_name(r, i, buf, sizeof buf);
+        if (lt_st_find(f, name)) found++;
+        else if (!missing++) snprintf(first_missing, sizeof first_missing, "%s", name);
+    }
+    /* Names in a file are unique, so the rest are tensors the run lacks. */
+    size_t extra = lt_st_count(f) - found;
+    const char *first_extra = "";
+    for (size_t i = 0; extra && !*first_extra && i < lt_st_count(f); i++)
+        if (!is_expected(r, full, lt_st_at(f, i)->name)) first_extra = lt_st_at(f, i)->name;
+    const char *model = r->module.ctx.name;
+    if (t->opt.ckpt.strict && extra)
+        return lt_run_fail(r, LT_ERR_MISMATCH, "checkpoint %s has tensor '%s', which model '%s' does not have "
+                           "(%zu such tensor%s); it was saved from another model: load it into that one, or set "
+                           "checkpoint.strict = false to ignore such tensors", path, first_extra, model, extra,
+                           extra == 1 ? "" : "s");
+    if (t->opt.ckpt.strict && missing)
+        return lt_run_fail(r, LT_ERR_MISMATCH, "checkpoint %s has no tensor '%s' (%zu of the %d this run loads are "
+                           "missing); it was saved from another model%s: use that one, or set checkpoint.strict = "
+                           "false to keep the initial values of what is missing", path, first_missing, missing, n,
+                           full ? " or optimizer" : "");
+    if ((extra || missing) && r->world.global_rank == 0) {
+        char a[400] = "", b[400] = "";
+        if (extra) snprintf(a, sizeof a, "ignored %zu tensor%s model '%s' does not have (first '%s')", extra,
+                            extra == 1 ? "" : "s", model, first_extra);
+        if (missing) snprintf(b, sizeof b, "%s%zu tensor%s the file lacks (first '%s') keep their initial values",
+                              extra ? "; " : "", missing, missing == 1 ? "" : "s", first_missing);
+        lt_log(NULL, LT_LOG_WARN, "checkpoint %s (checkpoint.strict = false): %s%s", path, a, b);
+    }
+    return LT_OK;
+}
+
+/* A trainer checkpoint (lt's format tag) or weights only: a file without lt's
+ * tag, as safetensors.torch.save_file writes it (no metadata) or Hugging Face
+ * ("format": "pt"), holds parameters by name and nothing else. */
+static lt_status file_kind(lt_run *r, lt_st_file *f, const char *path, bool *full) {
+    const char *fmt = lt_st_meta(f, "format");
+    *full = fmt && !strcmp(fmt, CKPT_FORMAT);
+    if (!*full && fmt && !strncmp(fmt, "lt-", 3))
+        return lt_run_fail(r, LT_ERR_UNSUPPORTED, "checkpoint %s has format '%s'; this lt reads '%s' checkpoints "
+                           "and weights-only files: use the lt that wrote it", path, fmt, CKPT_FORMAT);
+    if (!*full) return LT_OK;
+    const char *oname = lt_st_meta(f, "lt.optimizer");
+    /* Before the names: another optimizer's state tensors are not "tensors
+     * the model lacks", and strict = false must not drop them silently. */
+    if (!oname || strcasecmp(oname, r->optim_cfg.name))
+        return lt_run_fail(r, LT_ERR_MISMATCH, "checkpoint %s was saved with optimizer '%s', this run uses '%s'; use the same optimizer.name to resume",
+                           path, oname ? oname : "(none)", r->optim_cfg.name);
+    return LT_OK;
+}
+
+lt_status lt_checkpoint_load(lt_trainer *t, const char *path, bool fit) {
+    lt_run *r = &t->run;
+    /* Resuming makes this run the file's writer. Evaluating does not: the
+     * file may belong to a run still training on another host, where the
+     * pids in its temp names mean nothing to us. */
+    if (fit) lt_checkpoint_clean_temps(t, path);
     lt_st_file *f;
     char err[1024];
     lt_status st = lt_st_open(path, &f, err, sizeof err);
     if (st != LT_OK) return lt_run_fail(r, st, "--ckpt-path: %s", err);
-    const char *fmt = lt_st_meta(f, "format");
-    if (!fmt || strcmp(fmt, CKPT_FORMAT)) {
-        lt_st_close(f);
-        return lt_run_fail(r, LT_ERR_CORRUPT, "checkpoint %s: metadata format is '%s', expected '%s'; pass a checkpoint written by lt",
-                           path, fmt ? fmt : "(none)", CKPT_FORMAT);
-    }
+    bool full = false;
+    st = file_kind(r, f, path, &full);
+    if (st == LT_OK) st = check_names(t, f, path, full);
     lt_model *m = r->model;
     r->params_version++; /* replicas holding copies fetch the loaded values */
     for (int i = 0; st == LT_OK && i < m->nparams; i++)
         st = load_tensor(r, f, path, m->params[i]->name, m->params[i], m->params_flat);
-    const char *oname = lt_st_meta(f, "lt.optimizer");
-    if (st == LT_OK && (!oname || strcasecmp(oname, r->optim_cfg.name)))
-        st = lt_run_fail(r, LT_ERR_MISMATCH, "checkpoint %s was saved with optimizer '%s', this run uses '%s'; use the same optimizer.name to resume",
-                         path, oname ? oname : "(none)", r->optim_cfg.name);
-    for (int s = 0; st == LT_OK && s < r->optim.nstate; s++) {
+    for (int s = 0; st == LT_OK && full && s < r->optim.nstate; s++) {
         for (int i = 0; st == LT_OK && i < m->nparams; i++) {
             char name[192];
             snprintf(name, sizeof name, "optimizer.%s.%s", lt_optim_state_name(&r->optim, s), m->params[i]->name);
             st = load_tensor(r, f, path, name, m->params[i], r->optim.state[s]);
         }
+    }
+    if (st == LT_OK && !full) {
+        /* Weights only: the trainer's state stays as setup left it (epoch 0,
+         * step 0, a zeroed optimizer, the configured seed). */
+        lt_st_close(f);
+        st = LT_ACC(r)->synchronize(&r->accel.ctx);
+        if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "synchronize", st);
+        if (r->world.global_rank == 0)
+            printf("lt: loaded weights from %s, a weights-only file (no lt trainer state)%s\n", path,
+                   fit ? ": training starts at epoch 0, step 0 with a fresh optimizer" : "");
+        return LT_OK;
     }
     int64_t epoch = 0, batch = 0, gstep = 0, ostep = 0;
     if (st == LT_OK) st = meta_int(r, f, path, "lt.epoch", &epoch);
@@ -171,12 +270,19 @@ lt_status lt_checkpoint_load(lt_trainer *t, const char *path) {
 }
 
 /* The seed a checkpoint was trained with, so a resumed run shuffles and
- * drops out exactly as the original did. */
-lt_status lt_checkpoint_peek_seed(const char *path, uint64_t *seed, char *err, size_t errlen) {
+ * drops out exactly as the original did. A file without lt's format tag has
+ * none (*found false): the run keeps its own seed. */
+lt_status lt_checkpoint_peek_seed(const char *path, uint64_t *seed, bool *found, char *err, size_t errlen) {
     lt_st_file *f;
+    *found = false;
     lt_status st = lt_st_open(path, &f, err, errlen);
     if (st != LT_OK) return st;
+    const char *fmt = lt_st_meta(f, "format");
     const char *v = lt_st_meta(f, "lt.seed");
+    if (!fmt || strcmp(fmt, CKPT_FORMAT)) {
+        lt_st_close(f); /* weights only, or a format lt_checkpoint_load refuses */
+        return LT_OK;
+    }
     if (!v || !*v) {
         snprintf(err, errlen, "checkpoint %s has no lt.seed metadata; pass a checkpoint written by lt", path);
         st = LT_ERR_CORRUPT;
@@ -188,7 +294,72 @@ lt_status lt_checkpoint_peek_seed(const char *path, uint64_t *seed, char *err, s
             snprintf(err, errlen, "checkpoint %s: metadata lt.seed '%s' is not an unsigned integer; pass a checkpoint written by lt", path, v);
             st = LT_ERR_CORRUPT;
         }
+        *found = st == LT_OK;
     }
     lt_st_close(f);
     return st;
+}
+
+/* --ckpt-path last / best (Lightning's ckpt_path="last"/"best"): that file in
+ * this run's checkpoint directory. Every process resolves it alike before any
+ * of them trains, and no rank can save before all have started (the first
+ * save follows a training epoch of collectives), so the ranks of one job agree
+ * as long as they see the same directory. A missing last starts fit fresh:
+ * then one command line serves the first start and every restart (torchrun
+ * --max_restarts, SLURM requeue, Kubernetes). Evaluating needs weights, and
+ * best is only written with a monitor, so those are refused. */
+lt_status lt_checkpoint_resolve(lt_trainer *t, bool fit) {
+    lt_run *r = &t->run;
+    const char *which = t->ckpt_path;
+    bool last = !strcmp(which, "last");
+    if (!last && strcmp(which, "best")) return LT_OK;
+    char path[sizeof t->ckpt_path];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s.safetensors", t->opt.ckpt.dir, which) >= sizeof path)
+        return lt_run_fail(r, LT_ERR_INVALID, "--ckpt-path %s: checkpoint.dirpath '%.64s...' is too long to hold "
+                           "%s.safetensors; shorten it (or trainer.default_root_dir)", which, t->opt.ckpt.dir, which);
+    struct stat sb;
+    /* Anything but "no such file" is the loader's to report. */
+    if (stat(path, &sb) == 0 || errno != ENOENT) {
+        snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s", path);
+        return LT_OK;
+    }
+    if (last && fit) {
+        t->ckpt_path[0] = 0;
+        t->ckpt_fresh = true; /* said by rank 0 once setup knows the ranks */
+        return LT_OK;
+    }
+    if (last)
+        return lt_run_fail(r, LT_ERR_NOT_FOUND, "--ckpt-path last: there is no %s to evaluate; fit writes it after "
+                           "each epoch: train first, point checkpoint.dirpath (or trainer.default_root_dir) at the "
+                           "run's directory, or name a checkpoint file", path);
+    return lt_run_fail(r, LT_ERR_NOT_FOUND, "--ckpt-path best: there is no %s; it is written when checkpoint.monitor "
+                       "(%s) improves: train with a monitor, point checkpoint.dirpath (or trainer.default_root_dir) "
+                       "at the run's directory, or name a checkpoint file", path,
+                       t->opt.ckpt.monitor[0] ? t->opt.ckpt.monitor : "not set in this config");
+}
+
+static void clean_one(const char *path) {
+    char err[1024];
+    size_t n = 0;
+    lt_status st = lt_st_remove_stale_temps(path, &n, err, sizeof err);
+    if (n) printf("lt: removed %zu temp file%s %s.tmp.<pid> that checkpoint writers killed mid-save left\n", n,
+                  n == 1 ? "" : "s", path);
+    /* Hygiene, not training: a leftover costs disk space, not results. */
+    if (st != LT_OK) lt_log(NULL, LT_LOG_WARN, "%s", err);
+}
+
+void lt_checkpoint_clean_temps(lt_trainer *t, const char *path) {
+    /* Only rank 0 writes checkpoints, and only on its host do the pids in the
+     * temp names mean anything. */
+    if (t->run.world.global_rank != 0) return;
+    if (path) {
+        clean_one(path);
+        return;
+    }
+    static const char *const names[] = {"last", "best"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char p[1200];
+        snprintf(p, sizeof p, "%s/%s.safetensors", t->opt.ckpt.dir, names[i]);
+        clean_one(p);
+    }
 }

@@ -65,6 +65,15 @@ lt_status lt_logdir_flush(lt_trainer *t) {
     if (!t->log_dir[0]) return LT_OK;
     char path[1200], err[1024];
     snprintf(path, sizeof path, "%s/metrics.csv", t->log_dir);
-    lt_status st = lt_metrics_write_csv(&r->metrics, path, err, sizeof err);
+    lt_status st = lt_metrics_flush_csv(&r->metrics, path, err, sizeof err);
     return st == LT_OK ? LT_OK : lt_run_fail(r, st, "%s", err);
+}
+
+void lt_logdir_flush_after_failure(lt_trainer *t) {
+    lt_run *r = &t->run;
+    if (r->world.global_rank != 0 || !t->log_dir[0]) return; /* no log directory: nothing was logged */
+    char path[1200], err[1024];
+    snprintf(path, sizeof path, "%s/metrics.csv", t->log_dir);
+    if (lt_metrics_flush_csv(&r->metrics, path, err, sizeof err) != LT_OK)
+        lt_log(NULL, LT_LOG_WARN, "after the failure, the metrics logged so far could not be saved: %s", err);
 }

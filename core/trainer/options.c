@@ -99,6 +99,8 @@ static lt_status read_loop(reader *r, lt_loop_options *o) {
     o->check_val_every = i64(r, "trainer", "check_val_every_n_epoch");
     o->log_every = i64(r, "trainer", "log_every_n_steps");
     if (o->log_every < 1) o->log_every = 1;
+    o->flush_every = i64(r, "trainer", "flush_logs_every_n_steps");
+    if (o->flush_every < 1) o->flush_every = 1;
     o->num_sanity_val = i64(r, "trainer", "num_sanity_val_steps");
     o->progress_bar = flag(r, "trainer", "enable_progress_bar");
     o->num_nodes = (int)i64(r, "trainer", "num_nodes");
@@ -135,11 +137,13 @@ static lt_status read_logs_and_checkpoints(reader *r, lt_log_options *l, lt_ckpt
     LT_CHECK(copy_key(r, l->version, sizeof l->version, "logger", "version"));
     k->enabled = flag(r, "trainer", "enable_checkpointing");
     LT_CHECK(copy_key(r, k->monitor, sizeof k->monitor, "checkpoint", "monitor"));
+    copy(k->monitor_origin, sizeof k->monitor_origin, lt_config_origin(r->c, "checkpoint", "monitor"));
     const char *mode = str(r, "checkpoint", "mode");
     k->monitor_max = !strcasecmp(mode, "max");
     if (!k->monitor_max && strcasecmp(mode, "min")) return fail(r, "checkpoint.mode = '%s': use min or max", mode);
     k->save_last = flag(r, "checkpoint", "save_last");
     k->save_top_k = i64(r, "checkpoint", "save_top_k");
+    k->strict = flag(r, "checkpoint", "strict");
     LT_CHECK(copy_key(r, k->dir, sizeof k->dir, "checkpoint", "dirpath"));
     if (!k->dir[0] && strlen(l->root_dir) + sizeof "/checkpoints" > sizeof k->dir)
         return fail(r, "trainer.default_root_dir is too long to hold checkpoints/ (at most %zu "

@@ -19,6 +19,7 @@ typedef struct lt_loop_options {
     double limit_train, limit_val, limit_test; /* <= 1: fraction; > 1: batches */
     int64_t check_val_every;
     int64_t log_every;
+    int64_t flush_every;      /* flush_logs_every_n_steps: metrics.csv written */
     int64_t num_sanity_val;
     bool progress_bar;
     int num_nodes;
@@ -40,9 +41,11 @@ typedef struct lt_ckpt_options {
     bool enabled;             /* trainer.enable_checkpointing */
     char dir[1024];           /* checkpoint.dirpath, or <default_root_dir>/checkpoints */
     char monitor[64];
+    char monitor_origin[320]; /* where checkpoint.monitor came from, for messages */
     bool monitor_max;
     bool save_last;
     int64_t save_top_k;
+    bool strict;              /* checkpoint.strict: a loaded file's tensors must be the model's */
 } lt_ckpt_options;
 
 typedef struct lt_log_options {

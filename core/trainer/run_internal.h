@@ -37,6 +37,8 @@ struct lt_run {
     lt_device_list devices;
     lt_world world;
     bool accel_ready;
+    bool module_started;    /* the module's init was called: its teardown is owed, also
+                               when init or a later setup step failed */
 
     /* model and step */
     lt_model *model;

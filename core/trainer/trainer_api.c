@@ -55,7 +55,10 @@ void lt_trainer_free(lt_trainer *t) {
     lt_dataset_destroy(&t->test_ds);
     lt_dataset_destroy(&t->train_base);
     lt_run_teardown_strategy(r);
-    if (r->module.loaded && t->worker_ready && LT_MOD(r)->teardown) LT_MOD(r)->teardown(&r->module.ctx);
+    /* Whatever setup got to is undone, also after it failed half-way. */
+    if (r->module.loaded && r->module_started && LT_MOD(r)->teardown &&
+        LT_MOD(r)->teardown(&r->module.ctx) != LT_OK)
+        lt_log(&r->module.ctx, LT_LOG_WARN, "teardown failed: %s", lt_last_error(&r->module.ctx));
     if (r->model) {
         lt_optim_free(&r->optim, LT_ACC(r), &r->accel.ctx);
         lt_step_destroy(&r->step);

@@ -36,7 +36,7 @@ static lt_status reduce_cb(void *user, double *buf, size_t n) {
 }
 
 /* A limit <= 1 is a fraction of the batches, above 1 a count (Lightning). */
-static int64_t limit_batches(int64_t n, double limit) {
+int64_t lt_limit_batches(int64_t n, double limit) {
     if (limit <= 1.0) return (int64_t)floor((double)n * limit + 1e-9);
     int64_t k = (int64_t)limit;
     return k < n ? k : n;
@@ -44,7 +44,7 @@ static int64_t limit_batches(int64_t n, double limit) {
 
 /* Batches one training epoch takes: the loader's, cut by limit_train_batches. */
 static int64_t train_batches(const lt_trainer *t) {
-    return limit_batches(lt_loader_num_batches(t->train_loader), t->opt.loop.limit_train);
+    return lt_limit_batches(lt_loader_num_batches(t->train_loader), t->opt.loop.limit_train);
 }
 
 /* Starts a step on a batch: inputs copied into the step's device arena. */
@@ -174,6 +174,8 @@ static lt_status train_epoch(lt_trainer *t, int64_t *samples) {
         if (!r->sync_grads) continue;
         LT_CHECK(optimizer_step(t));
         if (r->global_step % t->opt.loop.log_every == 0) lt_metrics_step_rows(&r->metrics, r->global_step, r->epoch);
+        /* A run killed mid-epoch keeps the steps logged up to its last flush. */
+        if (r->global_step % t->opt.loop.flush_every == 0) LT_CHECK(lt_logdir_flush(t));
         lt_progress_update(t, i + 1, nb, loss, false);
         if (reached_max_steps(t)) break;
     }
@@ -187,7 +189,7 @@ lt_status lt_trainer_eval_loop(lt_trainer *t, int stage, lt_loader *l, double li
     bool has_hook = stage == LT_STAGE_TEST ? LT_MOD(r)->test_step : LT_MOD(r)->validation_step;
     const char *what = stage == LT_STAGE_TEST ? "test_step" : "validation_step";
     if (!has_hook || !l) return LT_OK;
-    int64_t nb = limit_batches(lt_loader_num_batches(l), limit);
+    int64_t nb = lt_limit_batches(lt_loader_num_batches(l), limit);
     if (sanity && nb > t->opt.loop.num_sanity_val) nb = t->opt.loop.num_sanity_val;
     LT_CHECK(lt_loader_start_epoch(l, 0));
     if (!sanity) lt_metrics_begin(&r->metrics, stage);
@@ -206,6 +208,7 @@ lt_status lt_trainer_eval_loop(lt_trainer *t, int stage, lt_loader *l, double li
     }
     r->drop_metrics = false;
     if (sanity) return LT_OK;
+    if (stage == LT_STAGE_VALIDATE && nb > 0) t->validated = true;
     LT_CHECK(lt_metrics_end(&r->metrics, r->global_step, r->epoch, reduce_cb, r));
     if (stage == LT_STAGE_VALIDATE)
         return call_epoch_hook(r, LT_MOD(r)->on_validation_epoch_end, "on_validation_epoch_end");
@@ -218,12 +221,10 @@ lt_status lt_trainer_eval_loop(lt_trainer *t, int stage, lt_loader *l, double li
 static lt_status epoch_checkpoints(lt_trainer *t) {
     lt_run *r = &t->run;
     if (!t->opt.ckpt.enabled || r->world.global_rank != 0) return LT_OK;
-    bool better = false;
-    if (t->opt.ckpt.monitor[0] && t->opt.ckpt.save_top_k != 0) {
-        const lt_metric *m = lt_metrics_find(&r->metrics, t->opt.ckpt.monitor);
-        if (!m || !m->has_epoch)
-            return lt_run_fail(r, LT_ERR_NOT_FOUND, "checkpoint.monitor = '%s' was never logged as an epoch metric; log it with LT_LOG_ON_EPOCH or fix the name",
-                               t->opt.ckpt.monitor);
+    bool better = false, skip = false;
+    const lt_metric *m = lt_monitor_used(t) ? lt_metrics_find(&r->metrics, t->opt.ckpt.monitor) : NULL;
+    if (lt_monitor_used(t) && (!m || !m->has_epoch)) LT_CHECK(lt_monitor_missing(t, &skip));
+    if (lt_monitor_used(t) && !skip) {
         double v = m->epoch_value;
         better = !t->has_best || (t->opt.ckpt.monitor_max ? v > t->best_score : v < t->best_score);
         if (better) {
@@ -244,7 +245,11 @@ static lt_status epoch_checkpoints(lt_trainer *t) {
 static lt_status run_fit(lt_trainer *t) {
     lt_run *r = &t->run;
     LT_CHECK(lt_trainer_setup_worker(t));
-    if (t->ckpt_path[0]) LT_CHECK(lt_checkpoint_load(t, t->ckpt_path));
+    if (t->ckpt_fresh && r->world.global_rank == 0)
+        printf("lt: --ckpt-path last: no %s/last.safetensors yet; training starts fresh\n", t->opt.ckpt.dir);
+    /* Before this run writes there: temp files of killed writers go now. */
+    if (t->opt.ckpt.enabled) lt_checkpoint_clean_temps(t, NULL);
+    if (t->ckpt_path[0]) LT_CHECK(lt_checkpoint_load(t, t->ckpt_path, true));
     LT_CHECK(lt_logdir_prepare(t));
     int64_t nb = train_batches(t);
     if (nb < 1) /* nothing would ever advance global_step: fail instead of looping */
@@ -259,6 +264,7 @@ static lt_status run_fit(lt_trainer *t) {
                            "batches per epoch; resume with the saved run's data.batch_size and "
                            "trainer.limit_train_batches", t->ckpt_path, (long long)r->batch_in_epoch,
                            (long long)nb);
+    LT_CHECK(lt_monitor_check(t, nb));
     /* A checkpoint directory that cannot be made fails now, not after an epoch. */
     if (t->opt.ckpt.enabled && r->world.global_rank == 0)
         LT_CHECK(lt_mkdirs(r, t->opt.ckpt.dir, "checkpoint.dirpath (or trainer.default_root_dir)"));
@@ -297,6 +303,8 @@ static lt_status run_fit(lt_trainer *t) {
 
 lt_status lt_trainer_fit(lt_trainer *t) {
     lt_run *r = &t->run;
+    /* Before ddp_spawn forks, so its workers and its own evaluation agree. */
+    LT_CHECK(lt_checkpoint_resolve(t, true));
     if (r->launch == LT_LAUNCH_SPAWN && !t->in_spawn_child) {
         bool external = false;
         LT_ENV(r)->creates_processes_externally(&r->env.ctx, &external);
@@ -316,6 +324,9 @@ lt_status lt_trainer_fit(lt_trainer *t) {
         if (!lt_pg_failed(r->default_pg)) lt_pg_post_failure(r->default_pg, r->error);
         lt_pg_abort(r->default_pg);
     }
+    /* What a failed run logged up to its failure is kept (after the abort:
+     * the peers need not wait for a file). */
+    if (st != LT_OK) lt_logdir_flush_after_failure(t);
     if (r->strategy.loaded && t->worker_ready) {
         lt_status s2 = LT_STRAT(r)->on_train_end(&r->strategy.ctx, r);
         if (st == LT_OK && s2 != LT_OK) st = lt_run_hook_failed(r, &r->strategy, "on_train_end", s2);
@@ -324,6 +335,7 @@ lt_status lt_trainer_fit(lt_trainer *t) {
 }
 
 static lt_status run_eval(lt_trainer *t, int stage) {
+    LT_CHECK(lt_checkpoint_resolve(t, false));
     LT_CHECK(lt_trainer_setup_worker(t));
     lt_run *r = &t->run;
     lt_loader *l = stage == LT_STAGE_TEST ? t->test_loader : t->val_loader;
@@ -331,7 +343,7 @@ static lt_status run_eval(lt_trainer *t, int stage) {
     if (!(stage == LT_STAGE_TEST ? LT_MOD(r)->test_step : LT_MOD(r)->validation_step))
         return lt_run_fail(r, LT_ERR_UNSUPPORTED, "model '%s' has no %s", r->module.ctx.name, what);
     if (!l) return lt_run_fail(r, LT_ERR_NOT_FOUND, "no %s data: the module's setup_data gave none", stage == LT_STAGE_TEST ? "test" : "validation");
-    if (t->ckpt_path[0] && !t->fit_done) LT_CHECK(lt_checkpoint_load(t, t->ckpt_path));
+    if (t->ckpt_path[0] && !t->fit_done) LT_CHECK(lt_checkpoint_load(t, t->ckpt_path, false));
     LT_CHECK(lt_trainer_eval_loop(t, stage, l, stage == LT_STAGE_TEST ? t->opt.loop.limit_test : t->opt.loop.limit_val, false));
     if (r->world.global_rank == 0) {
         printf("lt: %s results:", stage == LT_STAGE_TEST ? "test" : "validation");

@@ -9,12 +9,14 @@ struct lt_trainer {
     lt_run run;
     char summary[2048];
     bool worker_ready;       /* setup_worker ran */
+    bool setup_tried;        /* setup_worker started (it is not tried twice) */
     bool data_open;
     double *spawn_params;    /* ddp_spawn: rank 0's final parameters */
     size_t spawn_nparams;
     bool in_spawn_child;     /* a worker forked by lt_trainer_fit_spawn */
     bool quiet;              /* no start-up lines (ddp_spawn's parent after the workers) */
     bool fit_done;
+    bool validated;          /* a validation loop ran (not the sanity check) */
     lt_dataset train_ds, val_ds, test_ds;
     lt_dataset train_base;   /* owner of the train/val views */
     lt_loader *train_loader, *val_loader, *test_loader;
@@ -23,7 +25,8 @@ struct lt_trainer {
     char *config_text;       /* the resolved config as config.txt shows it */
     const lt_plugin_header *spawn_eval; /* ddp_spawn: single_device, for the parent's evaluation */
     char log_dir[1024];      /* <root>/lt_logs/version_N, rank 0 */
-    char ckpt_path[1024];    /* resume from here (--ckpt-path) */
+    char ckpt_path[1024];    /* resume from here (--ckpt-path); "last"/"best" until a loop resolves it */
+    bool ckpt_fresh;         /* --ckpt-path last found no checkpoint: fit starts fresh */
     double best_score;
     bool has_best;
     double sample_rate;      /* last epoch's samples/s */
@@ -36,15 +39,36 @@ lt_status lt_trainer_open_data(lt_trainer *t);
 lt_status lt_trainer_fit_spawn(lt_trainer *t);
 /* trainer_fit.c */
 lt_status lt_trainer_eval_loop(lt_trainer *t, int stage, lt_loader *l, double limit, bool sanity);
+/* trainer_fit.c: a limit <= 1 is a fraction of n batches, above 1 a count. */
+int64_t lt_limit_batches(int64_t n, double limit);
+/* monitor.c: checkpoint.monitor. check: before the first step, refuses a
+ * validation metric this fit never logs (nb: batches per epoch). missing:
+ * the metric is absent at an epoch's end; *skip when it may still come. */
+bool lt_monitor_used(const lt_trainer *t);
+lt_status lt_monitor_check(lt_trainer *t, int64_t nb);
+lt_status lt_monitor_missing(lt_trainer *t, bool *skip);
 /* checkpoint.c */
 lt_status lt_checkpoint_save(lt_trainer *t, const char *path);
-lt_status lt_checkpoint_load(lt_trainer *t, const char *path);
-lt_status lt_checkpoint_peek_seed(const char *path, uint64_t *seed, char *err, size_t errlen);
+/* fit: training follows (resuming: the temp files of killed writers of
+ * path go first; a weights-only file's message says training starts at 0). */
+lt_status lt_checkpoint_load(lt_trainer *t, const char *path, bool fit);
+/* *found false (LT_OK) for a file without lt's trainer state. */
+lt_status lt_checkpoint_peek_seed(const char *path, uint64_t *seed, bool *found, char *err, size_t errlen);
+/* t->ckpt_path "last" / "best" -> that file in checkpoint.dirpath; for fit a
+ * missing last leaves ckpt_path empty and sets ckpt_fresh. Before setup. */
+lt_status lt_checkpoint_resolve(lt_trainer *t, bool fit);
+/* Rank 0 only: removes the temp files of killed writers of path, or with
+ * path NULL of the run's last and best checkpoints. Never fails the run. */
+void lt_checkpoint_clean_temps(lt_trainer *t, const char *path);
 /* log_dir.c */
 /* mkdir -p; the error names `key`, the setting that chose the path. */
 lt_status lt_mkdirs(lt_run *r, const char *path, const char *key);
 lt_status lt_logdir_prepare(lt_trainer *t);
+/* metrics.csv brought up to date (rank 0; appends what is new). */
 lt_status lt_logdir_flush(lt_trainer *t);
+/* The same after a failed fit, when a log directory exists: the run's error
+ * stays the failure's (a write error is a warning). */
+void lt_logdir_flush_after_failure(lt_trainer *t);
 /* progress.c */
 void lt_progress_update(lt_trainer *t, int64_t batch, int64_t nbatches, double loss, bool force);
 void lt_progress_end_epoch(lt_trainer *t, double seconds, int64_t samples);

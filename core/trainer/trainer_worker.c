@@ -83,13 +83,16 @@ static lt_status choose_seed(lt_trainer *t, uint64_t *out) {
     if (t->ckpt_path[0]) {
         char err[1024];
         uint64_t ck;
-        lt_status st = lt_checkpoint_peek_seed(t->ckpt_path, &ck, err, sizeof err);
+        bool found = false; /* a weights-only file has no seed: the run keeps its own */
+        lt_status st = lt_checkpoint_peek_seed(t->ckpt_path, &ck, &found, err, sizeof err);
         if (st != LT_OK) return lt_run_fail(r, st, "--ckpt-path: %s", err);
-        if (have && seed != ck)
+        if (found && have && seed != ck)
             lt_log(NULL, LT_LOG_WARN, "trainer.seed = %s but %s was trained with seed %llu: resuming with the checkpoint's",
                    s, t->ckpt_path, (unsigned long long)ck);
-        seed = ck;
-        have = true;
+        if (found) {
+            seed = ck;
+            have = true;
+        }
     }
     const char *env = getenv("LT_GLOBAL_SEED");
     if (!have && env && *env) {
@@ -127,6 +130,7 @@ static lt_status setup_model(lt_trainer *t) {
     if (r->dtypes.param != r->dtypes.compute || r->dtypes.grad != r->dtypes.compute)
         return lt_run_fail(r, LT_ERR_UNSUPPORTED, "precision '%s': separate parameter/compute dtypes are not supported by this core yet; use 32-true or 64-true",
                            r->precision.ctx.name);
+    r->module_started = true; /* init may have made state before failing: teardown frees it */
     st = LT_MOD(r)->init(&r->module.ctx, r->model);
     if (st == LT_OK && r->model->status != LT_OK) st = r->model->status;
     if (st != LT_OK) {
@@ -268,6 +272,12 @@ static lt_status setup_data(lt_trainer *t) {
 lt_status lt_trainer_setup_worker(lt_trainer *t) {
     if (t->worker_ready) return LT_OK;
     lt_run *r = &t->run;
+    /* Another go over a half-made setup would make the model, the groups and
+     * the module's state again on top of the first ones. */
+    if (t->setup_tried)
+        return lt_run_fail(r, LT_ERR_STATE, "this trainer's setup failed earlier; make a new trainer "
+                           "(lt_trainer_new) to try again");
+    t->setup_tried = true;
     LT_CHECK(lt_run_read_world(r));
     r->status_slot = lt_status_slot_attach();
     if (r->status_slot) r->status_slot->phase = LT_PHASE_SETUP;

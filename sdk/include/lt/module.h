@@ -73,7 +73,9 @@ typedef struct lt_module_desc {
     lt_status (*on_train_epoch_start)(lt_ctx *ctx, int64_t epoch);
     lt_status (*on_train_epoch_end)(lt_ctx *ctx, int64_t epoch);
     lt_status (*on_validation_epoch_end)(lt_ctx *ctx, int64_t epoch);
-    /* Optional: frees the state made in init. */
+    /* Optional: frees the state made in init. Called whenever init was
+     * called, also when init or a later setup step failed: the state may
+     * then be partial, or not set at all. */
     lt_status (*teardown)(lt_ctx *ctx);
 } lt_module_desc;
 

@@ -34,7 +34,11 @@ typedef struct lt_trainer_args {
 LT_API lt_status lt_trainer_new(const lt_trainer_args *args, lt_trainer **out, char *err,
                                 size_t errlen);
 /* Resume (fit) or load weights (validate/test) from a checkpoint, like
- * Lightning's fit(ckpt_path=...). Checked when the loop starts. */
+ * Lightning's fit(ckpt_path=...). Checked when the loop starts. "last" and
+ * "best" name last.safetensors / best.safetensors in the run's checkpoint
+ * directory; fit with "last" when there is none yet starts fresh. A file
+ * without lt's trainer state (weights only, as safetensors.torch.save_file
+ * writes them) gives the parameters; fit then starts at step 0. */
 LT_API lt_status lt_trainer_set_ckpt_path(lt_trainer *t, const char *path);
 LT_API lt_status lt_trainer_fit(lt_trainer *t);
 LT_API lt_status lt_trainer_validate(lt_trainer *t);

@@ -555,6 +555,120 @@ static void test_port_in_use(void) {
     assert_server_serves();
 }
 
+/* A server of another protocol version answering a request after the
+ * handshake: the client fails with the version line (the reply's body, freed:
+ * ASan builds report it otherwise) and the connection is gone. */
+static void *other_version_server(void *arg) {
+    int lfd = *(int *)arg;
+    int fd = accept(lfd, NULL, NULL);
+    uint8_t h[8], body[256];
+    for (int req = 0; fd >= 0 && req < 2; req++) {
+        if (recv(fd, h, 8, MSG_WAITALL) != 8) break;
+        uint32_t n = (uint32_t)h[4] | (uint32_t)h[5] << 8 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 24;
+        if (n > sizeof body || (n && recv(fd, body, n, MSG_WAITALL) != (ssize_t)n)) break;
+        uint8_t r[8 + 16];
+        if (req == 0) { /* hello: OK */
+            put_hdr(r, LT_WIRE_MAGIC, LT_REPLY_OK, 0);
+            send(fd, r, 8, MSG_NOSIGNAL);
+        } else {        /* the request: BAD_VERSION, with a body */
+            put_hdr(r, LT_WIRE_MAGIC, LT_REPLY_BAD_VERSION, 16);
+            r[1] = LT_WIRE_VERSION + 1;
+            memset(r + 8, 'x', 16);
+            send(fd, r, sizeof r, MSG_NOSIGNAL);
+        }
+    }
+    if (fd >= 0) close(fd);
+    return NULL;
+}
+
+static void test_client_other_version(void) {
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    CU_ASSERT_FATAL(!bind(lfd, (struct sockaddr *)&a, sizeof a) && !listen(lfd, 1) &&
+                    !getsockname(lfd, (struct sockaddr *)&a, &len));
+    pthread_t t;
+    pthread_create(&t, NULL, other_version_server, &lfd);
+    lt_store *s = connect_ok(ntohs(a.sin_port), NULL);
+    lt_status st = lt_store_set(s, "k", "v", 1);
+    CU_ASSERT_EQUAL(st, LT_ERR_MISMATCH);
+    char want[64];
+    snprintf(want, sizeof want, "speaks protocol v%u, this lt v%u", LT_WIRE_VERSION + 1, LT_WIRE_VERSION);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lt_store_error(s), want));
+    pthread_join(t, NULL);
+    close(lfd);
+    lt_store_close(s);
+}
+
+/* Garbage connections (a port scanner, a client retrying in a loop) cost a
+ * few log lines per interval, not one each; the ones held back are counted,
+ * one line per interval, so every connection is accounted for. Three rounds
+ * an interval apart: each logs its first few again. */
+static void test_bad_connections_rate_limited(void) {
+    lt_store_server *srv;
+    int port;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(lt_store_server_start("127.0.0.1", 0, NULL, &srv, &port, err, sizeof err), LT_OK);
+    const int interval_ms = 300, burst = 5, n = 2001, rounds = 3;
+    lt_store_server_set_warn_interval_ms(srv, interval_ms);
+    char path[] = "/tmp/lt_test_store_log_XXXXXX";
+    int logfd = mkstemp(path);
+    CU_ASSERT_FATAL(logfd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(logfd, 2); /* the server's warnings, to be counted */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int dropped = 0;
+    for (int i = 0; i < n; i++) {
+        if (i && i % (n / rounds) == 0) usleep((interval_ms + 150) * 1000);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {0};
+        a.sin_family = AF_INET;
+        a.sin_port = htons((uint16_t)port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd >= 0 && !connect(fd, (struct sockaddr *)&a, sizeof a) &&
+            send(fd, "GET / HTTP/1.0\r\n\r\n", 18, MSG_NOSIGNAL) == 18 && closed_by_server(fd))
+            dropped++; /* the server logged (or counted) it before it closed */
+        if (fd >= 0) close(fd);
+    }
+    lt_store_server_stop(srv); /* logs the count still held back */
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    FILE *f = fdopen(logfd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    rewind(f);
+    char line[1024];
+    int lines = 0, logged = 0, counts = 0;
+    unsigned long held = 0;
+    while (fgets(line, sizeof line, f)) {
+        lines++;
+        unsigned long k;
+        const char *more = strstr(line, "rendezvous store: ");
+        if (strstr(line, "dropped connection from 127.0.0.1:") && strstr(line, "bad magic")) logged++;
+        else if (more && sscanf(more, "rendezvous store: %lu more warning(s)", &k) == 1) { held += k; counts++; }
+        else fprintf(stderr, "\n    unexpected line: %s", line);
+    }
+    fclose(f);
+    remove(path);
+    /* Intervals begin at a warning, so at most one per interval_ms elapsed, plus the first. */
+    int intervals = (int)(secs * 1000 / interval_ms) + 1;
+    printf("\n    %d garbage connections in %.2f s: %d lines (%d logged, %lu counted in %d)", n, secs,
+           lines, logged, held, counts);
+    CU_ASSERT_EQUAL(dropped, n);
+    CU_ASSERT_EQUAL((unsigned long)logged + held, (unsigned long)dropped);
+    CU_ASSERT(logged <= burst * intervals);
+    CU_ASSERT(logged >= burst * rounds);
+    CU_ASSERT(counts <= intervals + 1);
+    CU_ASSERT(counts >= 1);
+    CU_ASSERT(lines == logged + counts);
+}
+
 static void test_server_stop_fails_clients(void) {
     lt_store_server *srv;
     int port;
@@ -594,6 +708,8 @@ int main(void) {
     CU_add_test(s, "connect retries", test_connect_retries_until_master_is_up);
     CU_add_test(s, "port in use", test_port_in_use);
     CU_add_test(s, "server stop fails clients", test_server_stop_fails_clients);
+    CU_add_test(s, "a server of another version: the client fails cleanly", test_client_other_version);
+    CU_add_test(s, "warnings about bad connections are rate-limited", test_bad_connections_rate_limited);
     int rc = lt_cunit_run();
     return rc;
 }

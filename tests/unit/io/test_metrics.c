@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "cunit_run.h"
 #include "io/metrics.h"
@@ -91,6 +92,93 @@ static void test_csv(void) {
     lt_metrics_free(&ms);
 }
 
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    char *copy = malloc(n + 1);
+    if (copy) memcpy(copy, text, n + 1);
+    return copy;
+}
+
+static ino_t inode_of(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 ? sb.st_ino : 0;
+}
+
+/* One flush, then: the file must read as one whole write of everything so
+ * far would; `appended` says whether it was appended to (same inode) or
+ * written anew (a temporary file renamed over it). */
+static void flush_and_compare(lt_metrics *ms, const char *path, const char *ref, bool appended, const char *when) {
+    char err[256];
+    ino_t before = inode_of(path);
+    CU_ASSERT_EQUAL_FATAL(lt_metrics_flush_csv(ms, path, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL_FATAL(lt_metrics_write_csv(ms, ref, err, sizeof err), LT_OK);
+    char *got = slurp(path), *want = slurp(ref);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(got);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(want);
+    if (strcmp(got, want)) fprintf(stderr, "\n    %s: flushed\n%s    whole\n%s", when, got, want);
+    CU_ASSERT_STRING_EQUAL(got, want);
+    bool same = before && before == inode_of(path);
+    if (same != appended) fprintf(stderr, "\n    %s: %s, expected %s\n", when, same ? "appended" : "written anew",
+                                  appended ? "appended" : "written anew");
+    CU_ASSERT_EQUAL(same, appended);
+    free(got);
+    free(want);
+}
+
+/* metrics.csv flushed as training goes (flush_logs_every_n_steps) reads the
+ * same as one write at the end: no line twice, the header grows when a
+ * column appears (val_* after the first validation), and a flushed line that
+ * gains cells later (validation at the step the last flush wrote) is one line. */
+static void test_csv_flushes(void) {
+    char dir[] = "/tmp/lt_test_flush_XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char path[128], ref[128];
+    snprintf(path, sizeof path, "%s/metrics.csv", dir);
+    snprintf(ref, sizeof ref, "%s/whole.csv", dir);
+    lt_metrics ms;
+    memset(&ms, 0, sizeof ms);
+    int64_t step = 0;
+    for (int64_t epoch = 0; epoch < 2; epoch++) {
+        lt_metrics_begin(&ms, 1);
+        for (int i = 0; i < 4; i++) {
+            step++;
+            lt_metrics_log(&ms, "train_loss", 1.0 / (double)step, 64, LT_LOG_ON_STEP | LT_LOG_ON_EPOCH);
+            lt_metrics_step_rows(&ms, step, epoch);
+            if (step == 2) flush_and_compare(&ms, path, ref, false, "first flush");
+            if (step == 3) flush_and_compare(&ms, path, ref, true, "one new line");
+            if (step == 4 || step == 8) /* the last step of the epoch: validation adds to its line */
+                flush_and_compare(&ms, path, ref, true, "step flush at the epoch's end");
+        }
+        lt_metrics_end(&ms, step, epoch, NULL, NULL); /* train_loss's epoch value, at the same step */
+        lt_metrics_begin(&ms, 2);
+        lt_metrics_log(&ms, "val_loss", 0.5 + (double)epoch, 10, LT_LOG_ON_EPOCH);
+        lt_metrics_end(&ms, step, epoch, NULL, NULL);
+        flush_and_compare(&ms, path, ref, false, epoch ? "the last line gained cells" : "val_loss appeared");
+        flush_and_compare(&ms, path, ref, true, "nothing new");
+    }
+    lt_metrics_begin(&ms, 1);
+    lt_metrics_log(&ms, "train_loss", 0.01, 64, LT_LOG_ON_STEP);
+    lt_metrics_step_rows(&ms, 9, 2);
+    remove(path); /* gone: written again, whole */
+    flush_and_compare(&ms, path, ref, false, "file removed");
+    char *text = slurp(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "epoch,step,train_loss,val_loss\n0,1,1,\n"));
+    /* the epoch's mean (1 + 1/2 + 1/3 + 1/4) / 4 on the last step's line, with val_loss */
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\n0,4,0.520833333,0.5\n1,5,0.2,\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\n2,9,0.01,\n"));
+    free(text);
+    remove(path);
+    remove(ref);
+    rmdir(dir);
+    lt_metrics_free(&ms);
+}
+
 int main(void) {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     CU_pSuite s = CU_add_suite("metrics", NULL, NULL);
@@ -98,6 +186,7 @@ int main(void) {
     CU_add_test(s, "sync_dist: sums and counts over ranks", test_sync_dist_weights_ranks);
     CU_add_test(s, "one name is logged by one loop", test_one_name_one_loop);
     CU_add_test(s, "metrics.csv rows", test_csv);
+    CU_add_test(s, "metrics.csv flushed as it grows reads as one write", test_csv_flushes);
     int rc = lt_cunit_run();
     return rc;
 }

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE /* nftw */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <CUnit/Basic.h>
 #include <jansson.h>
@@ -470,6 +472,26 @@ static void test_atomic_write_fails_midway(void) {
     free(was);
 }
 
+/* Without an earlier file the message must not promise one is unchanged. */
+static void test_atomic_fails_no_previous(void) {
+    char p[PATH_MAX], err[512] = "", ls[1024];
+    in_dir(p, "new.safetensors");
+    struct rlimit old, lim;
+    CU_ASSERT_FATAL(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    lim = old;
+    lim.rlim_cur = 1024;
+    void (*oldsig)(int) = signal(SIGXFSZ, SIG_IGN);
+    CU_ASSERT_FATAL(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    lt_status s = lt_st_write(p, v2t, 1, NULL, 0, err, sizeof err);
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, oldsig);
+    CU_ASSERT_EQUAL(s, LT_ERR_IO);
+    CU_ASSERT_PTR_NULL(strstr(err, "unchanged"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "there was no previous file"));
+    listing(ls, sizeof ls);
+    CU_ASSERT_STRING_EQUAL(ls, "");
+}
+
 static void test_atomic_replace(void) {
     char p[PATH_MAX], tmp[PATH_MAX + 32], err[512] = "", ls[1024];
     write_sample(in_dir(p, "ck.safetensors"));
@@ -484,6 +506,127 @@ static void test_atomic_replace(void) {
     CU_ASSERT_EQUAL(lt_st_count(f), 1);
     check_same(lt_st_find(f, "other"), &v2t[0]);
     lt_st_close(f);
+}
+
+/* ---- temp files of killed writers ---------------------------------------- */
+
+/* A pid that existed and is gone: a child that exited and was reaped. */
+static pid_t dead_pid(void) {
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    CU_ASSERT_FATAL(p > 0 && waitpid(p, NULL, 0) == p);
+    return p;
+}
+
+static void temp_name(char *out, const char *base, const char *fmt, long v) {
+    char tail[64];
+    snprintf(tail, sizeof tail, fmt, v);
+    snprintf(out, PATH_MAX, "%s/%s%s", g_dir, base, tail);
+}
+
+/* The directory listing as `listing` prints it, of the given names. */
+static void want_listing(char *out, size_t len, char **names, size_t n) {
+    qsort(names, n, sizeof *names, by_str);
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) snprintf(out + strlen(out), len - strlen(out), "%s ", names[i]);
+}
+
+static void test_stale_temps(void) {
+    char ck[PATH_MAX], f[PATH_MAX], err[512] = "", ls[4096], want[4096];
+    in_dir(ck, "ck.safetensors");
+    write_sample(ck);
+    pid_t dead = dead_pid(), dead_dir = dead_pid(), dead_link = dead_pid();
+    /* Alive and lt: a forked copy of this test (the same executable), held
+     * until its pipe closes. */
+    int hold[2];
+    CU_ASSERT_FATAL(pipe(hold) == 0);
+    pid_t twin = fork();
+    if (twin == 0) {
+        char c;
+        close(hold[1]);
+        ssize_t rd = read(hold[0], &c, 1);
+        _exit(rd < 0);
+    }
+    close(hold[0]);
+    /* Alive and not lt: the pid of a killed writer reused by another program.
+     * The close-on-exec pipe reports EOF once sleep has replaced the child. */
+    int ex[2];
+    CU_ASSERT_FATAL(pipe2(ex, O_CLOEXEC) == 0);
+    pid_t other = fork();
+    if (other == 0) {
+        execlp("sleep", "sleep", "60", (char *)NULL);
+        _exit(127);
+    }
+    close(ex[1]);
+    char c;
+    CU_ASSERT(read(ex[0], &c, 1) == 0);
+    close(ex[0]);
+
+    static const struct { const char *fmt; int who; bool kept; } files[] = {
+        {".tmp.%ld", 0, false},     /* dead writer */
+        {".tmp.%ld", 1, false},     /* pid now runs sleep */
+        {".tmp.%ld", 2, true},      /* this process */
+        {".tmp.%ld", 3, true},      /* a live lt process */
+        {".tmp.0%ld", 0, true},     /* a leading zero: not a name lt makes */
+        {".tmp.%ld.old", 0, true},  /* a suffix */
+        {".tmp.-%ld", 0, true},     /* a sign */
+        {".tmp.", 0, true},         /* no pid */
+        {".TMP.%ld", 0, true},
+        {".tmp%ld", 0, true},
+    };
+    long pids[] = {dead, other, getpid(), twin};
+    char *names[32];
+    size_t n = 0, gone = 0;
+    names[n++] = strdup("ck.safetensors");
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        temp_name(f, "ck.safetensors", files[i].fmt, pids[files[i].who]);
+        spit(f, "partial", 7);
+        if (files[i].kept) names[n++] = strdup(strrchr(f, '/') + 1);
+        else gone++;
+    }
+    /* Same pattern, other checkpoint names: not the file asked about. */
+    static const char *const others[] = {"xck.safetensors", "ck", "other.safetensors"};
+    for (size_t i = 0; i < 3; i++) {
+        temp_name(f, others[i], ".tmp.%ld", dead);
+        spit(f, "partial", 7);
+        names[n++] = strdup(strrchr(f, '/') + 1);
+    }
+    /* lt_st_write makes regular files only. */
+    temp_name(f, "ck.safetensors", ".tmp.%ld", dead_dir);
+    CU_ASSERT(mkdir(f, 0755) == 0);
+    names[n++] = strdup(strrchr(f, '/') + 1);
+    temp_name(f, "ck.safetensors", ".tmp.%ld", dead_link);
+    CU_ASSERT(symlink(ck, f) == 0);
+    names[n++] = strdup(strrchr(f, '/') + 1);
+
+    size_t removed = 99;
+    lt_status s = lt_st_remove_stale_temps(ck, &removed, err, sizeof err);
+    if (s != LT_OK) fprintf(stderr, "\n  %s\n", err);
+    CU_ASSERT_EQUAL(s, LT_OK);
+    CU_ASSERT_EQUAL(removed, gone);
+    listing(ls, sizeof ls);
+    want_listing(want, sizeof want, names, n);
+    if (strcmp(ls, want)) fprintf(stderr, "\n  left: %s\n  want: %s\n", ls, want);
+    CU_ASSERT_STRING_EQUAL(ls, want);
+    /* Nothing left to remove: a second pass removes nothing. */
+    CU_ASSERT_EQUAL(lt_st_remove_stale_temps(ck, &removed, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(removed, 0);
+
+    kill(other, SIGKILL);
+    waitpid(other, NULL, 0);
+    close(hold[1]);
+    waitpid(twin, NULL, 0);
+    for (size_t i = 0; i < n; i++) free(names[i]);
+}
+
+static void test_stale_temps_no_dir(void) {
+    char p[PATH_MAX], err[512] = "";
+    size_t removed = 99;
+    CU_ASSERT_EQUAL(lt_st_remove_stale_temps(in_dir(p, "missing/ck.safetensors"), &removed, err,
+                                             sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(removed, 0);
+    CU_ASSERT_EQUAL(lt_st_remove_stale_temps(in_dir(p, "dir/"), &removed, err, sizeof err),
+                    LT_ERR_INVALID);
 }
 
 /* A path without a directory part: the directory to sync is ".". */
@@ -557,7 +700,10 @@ int main(void) {
         {"atomic: missing directory", test_atomic_missing_dir},
         {"atomic: temp name blocked", test_atomic_temp_blocked},
         {"atomic: write fails midway", test_atomic_write_fails_midway},
+        {"atomic: write fails, no previous file", test_atomic_fails_no_previous},
         {"atomic: replace, stale temp", test_atomic_replace},
+        {"temp files of gone writers removed, nothing else", test_stale_temps},
+        {"temp files: missing directory, no file name", test_stale_temps_no_dir},
         {"relative path", test_relative_path},
         {"interop files (LT_ST_INTEROP_OUT/IN)", test_interop},
     };

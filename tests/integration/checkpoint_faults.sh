@@ -1,0 +1,167 @@
+#!/bin/bash
+# Faults around checkpoints (issue 13):
+#   a. a training process killed (SIGKILL) while it writes last.safetensors,
+#      four times, each time started again with the same command
+#      (--ckpt-path last): every start removes the temp file the killed one
+#      left and resumes from an intact last.safetensors; a temp file of a dead
+#      writer that appears during a run goes after the next save; temp names
+#      of a live non-lt process (a reused pid) go, look-alike files stay;
+#   b. --ckpt-path last under ddp x 2: the first run finds nothing and starts
+#      fresh (one line), the second resumes, and the result equals an
+#      uninterrupted 2-epoch run bit for bit; last and best for --test and
+#      --validate; a missing best, a missing last to evaluate and a missing
+#      file are refused (2);
+#   c. strict loading: a checkpoint with an extra tensor is refused (2, the
+#      tensor named) and loads with checkpoint.strict = false; a missing
+#      tensor is refused; a weights-only file (no metadata, as
+#      safetensors.torch.save_file writes it) tests to the same accuracy as
+#      the checkpoint it came from and starts a fit at step 0.
+source "$(dirname "$0")/common.sh"
+it_init checkpoint_faults "$@"
+command -v python3 >/dev/null || it_skip "no python3 to write weights-only files (scripts/install-deps.sh installs it)"
+ST_EDIT=(python3 "$SRC/tests/integration/st_edit.py")
+
+fails_with() { # fails_with LABEL NEEDLE args...: ltrun exits 2 and its stderr has NEEDLE
+    local label=$1 needle=$2; shift 2
+    run_ltrun "$label" "$@"
+    check "$label: refused, exit 2 ($RC)" [ "$RC" -eq 2 ]
+    check "$label: says '$needle'" contains "$IT_TMP/$label.err" "$needle"
+    grep -h "error:" "$IT_TMP/$label.err" | head -1 | sed 's/^/    /'
+}
+inode() { stat -c %i "$1" 2>/dev/null || echo none; }
+dead_pid() { (exit 0) & local p=$!; wait $p; echo $p; }
+meta() { head -c 4096 "$1" | grep -ao "\"$2\":\"[^\"]*\"" | sed 's/.*:"\(.*\)"/\1/'; }
+writer_temps() { ls "$1" 2>/dev/null | grep -E '^(last|best)\.safetensors\.tmp\.[1-9][0-9]*$'; }
+
+# ---- a. killed while saving ------------------------------------------------
+# 46 MB checkpoints (hidden 2048 with momentum) after 2-batch epochs: most of
+# each epoch is the save, so a kill is easy to land inside one.
+K=$IT_TMP/kill
+CK=$K/checkpoints
+KILLRUN=(--seed 1 --set model.hidden=2048 --set trainer.limit_train_batches=2
+         --set trainer.limit_val_batches=0 --set checkpoint.monitor= --ckpt-path last --default-root-dir "$K")
+mkdir -p "$CK"
+DEAD=$(dead_pid)
+sleep 300 &
+SLEEPER=$!
+IT_PIDS+=($SLEEPER)
+touch "$CK/last.safetensors.tmp.$DEAD" "$CK/best.safetensors.tmp.$SLEEPER"
+LOOKALIKE=("last.safetensors.tmp.$DEAD.part" "last.safetensors.tmp.0$DEAD" "notes.safetensors.tmp.$DEAD"
+           "last.safetensors.bak" "last.safetensors.tmp.")
+for f in "${LOOKALIKE[@]}"; do echo keep >"$CK/$f"; done
+
+echo "checkpoint_faults: a. kill -9 during a save, 4 times, the same command each time"
+LEFT=0
+PREV=
+for i in 1 2 3 4; do
+    before=$(inode "$CK/last.safetensors")
+    "$LTRUN" "${BASE[@]}" "${KILLRUN[@]}" --max-epochs 1000 >"$IT_TMP/kill$i.out" 2>"$IT_TMP/kill$i.err" &
+    P=$!
+    IT_PIDS+=($P)
+    # One save of this run completes (a new inode), the next is caught in the act.
+    for j in $(seq 3000); do [ "$(inode "$CK/last.safetensors")" != "$before" ] && break; alive $P || break; sleep 0.01; done
+    for j in $(seq 3000); do [ -e "$CK/last.safetensors.tmp.$P" ] && break; alive $P || break; sleep 0.002; done
+    kill -9 $P 2>/dev/null
+    wait $P 2>/dev/null # (no "Killed" notice)
+    RC=$?
+    check "run $i (pid $P) ended by SIGKILL, exit $RC" [ $RC -eq 137 ]
+    [ $RC -eq 137 ] || show_tail "$IT_TMP/kill$i.err" 4
+    if [ $i -eq 1 ]; then
+        check "run 1 removed the planted temp file of a dead pid" [ ! -e "$CK/last.safetensors.tmp.$DEAD" ]
+        check "run 1 removed best's temp file named by a live non-lt pid (sleep, a reused pid)" \
+            [ ! -e "$CK/best.safetensors.tmp.$SLEEPER" ]
+    fi
+    [ -n "$PREV" ] && check "run $i removed the temp file run $((i - 1)) left" [ ! -e "$CK/last.safetensors.tmp.$PREV" ]
+    PREV=
+    if [ -e "$CK/last.safetensors.tmp.$P" ]; then LEFT=$((LEFT + 1)); PREV=$P; fi
+done
+check "the kills landed inside saves ($LEFT of 4 left a temp file; at least 2)" [ $LEFT -ge 2 ]
+E=$(meta "$CK/last.safetensors" lt.epoch)
+check "each killed run resumed and saved once more (last.safetensors at epoch ${E:-none}, want >= 4)" [ "${E:-0}" -ge 4 ]
+
+echo "checkpoint_faults: a. the same command once more, to the end (epoch $((${E:-0} + 8)))"
+before=$(inode "$CK/last.safetensors")
+"$LTRUN" "${BASE[@]}" "${KILLRUN[@]}" --max-epochs $((${E:-0} + 8)) >"$IT_TMP/final.out" 2>"$IT_TMP/final.err" &
+P=$!
+IT_PIDS+=($P)
+for j in $(seq 3000); do [ "$(inode "$CK/last.safetensors")" != "$before" ] && break; alive $P || break; sleep 0.01; done
+LATE=$(dead_pid)
+touch "$CK/last.safetensors.tmp.$LATE"
+wait $P
+RC=$?
+check "the final run exits 0 ($RC)" [ $RC -eq 0 ]
+[ $RC -eq 0 ] || show_tail "$IT_TMP/final.err" 4
+check "it resumed from last.safetensors at epoch ${E:-none}" \
+    contains "$IT_TMP/final.out" "resumed from $CK/last.safetensors (epoch ${E:-none},"
+check "a dead writer's temp file planted during the run went after a save" [ ! -e "$CK/last.safetensors.tmp.$LATE" ]
+check "and it said so" contains "$IT_TMP/final.out" "removed 1 temp file $CK/last.safetensors.tmp.<pid>"
+check "no temp file of a writer is left ($(writer_temps "$CK" | tr '\n' ' '))" [ -z "$(writer_temps "$CK")" ]
+KEPT=0
+for f in "${LOOKALIKE[@]}"; do [ "$(cat "$CK/$f" 2>/dev/null)" = keep ] && KEPT=$((KEPT + 1)); done
+check "files that only look like temp files are untouched ($KEPT of ${#LOOKALIKE[@]})" [ $KEPT -eq ${#LOOKALIKE[@]} ]
+kill -9 $SLEEPER 2>/dev/null
+wait $SLEEPER 2>/dev/null
+
+# ---- b. --ckpt-path last / best ----------------------------------------------
+echo "checkpoint_faults: b. ddp x 2: --ckpt-path last twice vs 2 epochs straight"
+R=$IT_TMP/resume
+RUNB=(--strategy ddp --devices 2 --seed 3 --set trainer.limit_train_batches=30)
+run_ltrun ref "${BASE[@]}" "${RUNB[@]}" --max-epochs 2 --default-root-dir "$IT_TMP/ref"
+check "reference exits 0" [ "$RC" -eq 0 ]
+run_ltrun last1 "${BASE[@]}" "${RUNB[@]}" --max-epochs 1 --ckpt-path last --default-root-dir "$R"
+check "first --ckpt-path last run exits 0" [ "$RC" -eq 0 ]
+N=$(grep -c "ckpt-path last: no $R/checkpoints/last.safetensors yet; training starts fresh" "$IT_TMP/last1.out")
+check "it said once that it starts fresh ($N times)" [ "$N" -eq 1 ]
+check "it wrote last.safetensors after its epoch" [ "$(meta "$R/checkpoints/last.safetensors" lt.epoch)" = 1 ]
+run_ltrun last2 "${BASE[@]}" "${RUNB[@]}" --max-epochs 2 --ckpt-path last --default-root-dir "$R"
+check "second run (the same command, --max-epochs 2) exits 0" [ "$RC" -eq 0 ]
+check "it resumed from last.safetensors" contains "$IT_TMP/last2.out" "resumed from $R/checkpoints/last.safetensors (epoch 1,"
+ckpt_equal "$R/checkpoints/last.safetensors" "$IT_TMP/ref/checkpoints/last.safetensors" 0 both \
+    "1 + 1 epochs through --ckpt-path last equal 2 epochs straight"
+
+run_ltrun testlast "${BASE[@]}" --test --ckpt-path last --default-root-dir "$R"
+check "--test --ckpt-path last exits 0 and tests" bash -c "[ $RC -eq 0 ] && grep -q 'test results' '$IT_TMP/testlast.out'"
+check "it tested last.safetensors" contains "$IT_TMP/testlast.out" "from $R/checkpoints/last.safetensors"
+run_ltrun valbest "${BASE[@]}" --validate --ckpt-path best --default-root-dir "$R"
+check "--validate --ckpt-path best exits 0 and validates" bash -c "[ $RC -eq 0 ] && grep -q 'validation results' '$IT_TMP/valbest.out'"
+check "it validated best.safetensors" contains "$IT_TMP/valbest.out" "from $R/checkpoints/best.safetensors"
+fails_with nobest "ckpt-path best: there is no $IT_TMP/empty/checkpoints/best.safetensors" \
+    "${BASE[@]}" --max-epochs 1 --ckpt-path best --default-root-dir "$IT_TMP/empty"
+fails_with nolast "ckpt-path last: there is no $IT_TMP/empty/checkpoints/last.safetensors to evaluate" \
+    "${BASE[@]}" --test --ckpt-path last --default-root-dir "$IT_TMP/empty"
+fails_with nofile "$IT_TMP/empty/last" "${BASE[@]}" --max-epochs 1 --ckpt-path "$IT_TMP/empty/last" \
+    --default-root-dir "$IT_TMP/empty"
+
+# ---- c. strict loading, weights only ------------------------------------------
+echo "checkpoint_faults: c. extra and missing tensors, a weights-only file"
+LAST=$R/checkpoints/last.safetensors
+"${ST_EDIT[@]}" add "$LAST" "$IT_TMP/extra.safetensors" head.extra
+"${ST_EDIT[@]}" drop "$LAST" "$IT_TMP/missing.safetensors" fc2.bias
+"${ST_EDIT[@]}" weights "$LAST" "$IT_TMP/weights.safetensors"
+check "weights-only file has no metadata and no optimizer state" \
+    bash -c "! head -c 4096 '$IT_TMP/weights.safetensors' | grep -aq -e __metadata__ -e optimizer"
+WANT=$(grep -h "test results" "$IT_TMP/testlast.out")
+fails_with extra "tensor 'head.extra', which model 'fashion_mnist_mlp' does not have" \
+    "${BASE[@]}" --test --ckpt-path "$IT_TMP/extra.safetensors" --default-root-dir "$IT_TMP/c"
+run_ltrun lenient "${BASE[@]}" --test --ckpt-path "$IT_TMP/extra.safetensors" --set checkpoint.strict=false \
+    --default-root-dir "$IT_TMP/c"
+check "checkpoint.strict=false loads it (exit $RC)" [ "$RC" -eq 0 ]
+check "and warns naming the ignored tensor" contains "$IT_TMP/lenient.err" "ignored 1 tensor model 'fashion_mnist_mlp' does not have (first 'head.extra')"
+check "with the checkpoint's test results ($WANT)" [ -n "$WANT" -a "$(grep -h 'test results' "$IT_TMP/lenient.out")" = "$WANT" ]
+fails_with missing "has no tensor 'fc2.bias'" \
+    "${BASE[@]}" --test --ckpt-path "$IT_TMP/missing.safetensors" --default-root-dir "$IT_TMP/c"
+run_ltrun weights "${BASE[@]}" --test --ckpt-path "$IT_TMP/weights.safetensors" --default-root-dir "$IT_TMP/c"
+check "--test with the weights-only file exits 0" [ "$RC" -eq 0 ]
+check "it says the file is weights only" contains "$IT_TMP/weights.out" "weights-only file"
+GOT=$(grep -h "test results" "$IT_TMP/weights.out")
+check "same test results as the checkpoint it came from ($GOT)" [ -n "$WANT" -a "$GOT" = "$WANT" ]
+# lr 0: the steps change nothing, so the finished parameters are the loaded ones.
+run_ltrun wfit "${BASE[@]}" --seed 5 --max-epochs 1 --set trainer.limit_train_batches=30 --set optimizer.lr=0 \
+    --ckpt-path "$IT_TMP/weights.safetensors" --default-root-dir "$IT_TMP/wfit"
+check "fit from the weights-only file exits 0" [ "$RC" -eq 0 ]
+check "it says it starts at step 0 with a fresh optimizer" contains "$IT_TMP/wfit.out" "training starts at epoch 0, step 0 with a fresh optimizer"
+WL=$IT_TMP/wfit/checkpoints/last.safetensors
+check "its checkpoint counts from step 0 (epoch $(meta "$WL" lt.epoch), step $(meta "$WL" lt.global_step); want 1, 30) with this run's seed ($(meta "$WL" lt.seed))" \
+    [ "$(meta "$WL" lt.epoch)/$(meta "$WL" lt.global_step)/$(meta "$WL" lt.seed)" = 1/30/5 ]
+ckpt_equal "$WL" "$LAST" 0 both "it trained from the file's weights (at lr 0 they stay the same)"
+it_finish
