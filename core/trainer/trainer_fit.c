@@ -176,6 +176,8 @@ static lt_status train_epoch(lt_trainer *t, int64_t *samples) {
         if (r->global_step % t->opt.loop.log_every == 0) lt_metrics_step_rows(&r->metrics, r->global_step, r->epoch);
         /* A run killed mid-epoch keeps the steps logged up to its last flush. */
         if (r->global_step % t->opt.loop.flush_every == 0) LT_CHECK(lt_logdir_flush(t));
+        LT_CHECK(lt_preempt_check(t)); /* the scheduler will stop us: saved, requeued */
+        if (t->preempted) break;
         lt_progress_update(t, i + 1, nb, loss, false);
         if (reached_max_steps(t)) break;
     }
@@ -281,6 +283,7 @@ static lt_status run_fit(lt_trainer *t) {
         double t0 = lt_now();
         int64_t samples = 0;
         LT_CHECK(train_epoch(t, &samples));
+        if (t->preempted) return lt_logdir_flush(t);
         double secs = lt_now() - t0;
         bool stopping = reached_max_steps(t) && r->batch_in_epoch < nb;
         if (!stopping && t->opt.loop.check_val_every > 0 && (r->epoch + 1) % t->opt.loop.check_val_every == 0)
@@ -335,6 +338,10 @@ lt_status lt_trainer_fit(lt_trainer *t) {
 }
 
 static lt_status run_eval(lt_trainer *t, int stage) {
+    if (t->preempted) { /* the job is requeued: its resumed run evaluates */
+        lt_log(NULL, LT_LOG_INFO, "%s skipped: the run was pre-empted", stage == LT_STAGE_TEST ? "test" : "validation");
+        return LT_OK;
+    }
     LT_CHECK(lt_checkpoint_resolve(t, false));
     LT_CHECK(lt_trainer_setup_worker(t));
     lt_run *r = &t->run;

@@ -30,6 +30,9 @@ struct lt_trainer {
     double best_score;
     bool has_best;
     double sample_rate;      /* last epoch's samples/s */
+    int requeue_signal;      /* environment's auto_requeue: the signal (0: off) */
+    char requeue_command[512];
+    bool preempted;          /* fit stopped on it: saved, requeued */
 };
 
 /* trainer_worker.c */
@@ -47,6 +50,12 @@ int64_t lt_limit_batches(int64_t n, double limit);
 bool lt_monitor_used(const lt_trainer *t);
 lt_status lt_monitor_check(lt_trainer *t, int64_t nb);
 lt_status lt_monitor_missing(lt_trainer *t, bool *skip);
+/* preempt.c: auto_requeue. install: the handler (worker setup). check: at
+ * a step boundary, whether any rank got the signal (every step alone, every
+ * 10 with others: one allreduce of a flag); then rank 0 saves last, runs
+ * the requeue command, and fit ends (t->preempted). */
+void lt_preempt_install(lt_trainer *t);
+lt_status lt_preempt_check(lt_trainer *t);
 /* checkpoint.c */
 lt_status lt_checkpoint_save(lt_trainer *t, const char *path);
 /* fit: training follows (resuming: the temp files of killed writers of

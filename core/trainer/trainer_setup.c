@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <sched.h>
+#include <signal.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -371,6 +372,29 @@ static void share_cores(lt_run *r) {
            "accelerator.num_threads to choose", each, each == 1 ? "" : "s", why, mine, local);
 }
 
+/* Requeue on a pre-emption signal, for an environment that declares
+ * auto_requeue (slurm): which signal, and the command rank 0 runs. */
+static bool declares(const lt_plugin *p, const char *key) {
+    for (const lt_param_spec *s = p->desc ? p->desc->params : NULL; s && s->name; s++)
+        if (!strcmp(s->name, key)) return true;
+    return false;
+}
+
+static lt_status read_requeue(lt_trainer *t) {
+    lt_run *r = &t->run;
+    if (!declares(&r->env, "auto_requeue") || !lt_param_bool(&r->env.ctx, "auto_requeue", false)) return LT_OK;
+    static const struct { const char *name; int sig; } sigs[] = {
+        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"HUP", SIGHUP}, {"INT", SIGINT}};
+    const char *name = lt_param_str(&r->env.ctx, "requeue_signal", "USR1");
+    const char *bare = strncasecmp(name, "SIG", 3) ? name : name + 3;
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (!strcasecmp(bare, sigs[i].name)) t->requeue_signal = sigs[i].sig;
+    if (!t->requeue_signal)
+        return lt_run_fail(r, LT_ERR_INVALID, "environment.requeue_signal = '%s': use USR1, USR2, TERM, HUP or INT", name);
+    snprintf(t->requeue_command, sizeof t->requeue_command, "%s", lt_param_str(&r->env.ctx, "requeue_command", ""));
+    return LT_OK;
+}
+
 /* The config, once, into typed settings (trainer/options.h), the launch
  * info and the text of config.txt: fit reads fields, never keys. */
 static lt_status resolve_options(lt_trainer *t) {
@@ -385,6 +409,7 @@ static lt_status resolve_options(lt_trainer *t) {
     r->num_nodes = t->opt.loop.num_nodes;
     read_launch_info(t);
     share_cores(r);
+    LT_CHECK(read_requeue(t));
     if (r->launch == LT_LAUNCH_SPAWN) {
         /* After its workers, ddp_spawn's launching process evaluates alone. */
         st = lt_registry_load(r->registry, LT_KIND_STRATEGY, "single_device", &t->spawn_eval, err, sizeof err);

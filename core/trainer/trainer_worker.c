@@ -313,6 +313,7 @@ lt_status lt_trainer_setup_worker(lt_trainer *t) {
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "configure_ddp", st);
     LT_CHECK(setup_optimizer(t));
     LT_CHECK(setup_data(t));
+    lt_preempt_install(t);
     t->worker_ready = true;
     return LT_OK;
 }

@@ -153,11 +153,23 @@ static lt_status local_rank(lt_ctx *ctx, int *out) {
     return env_rank_below(ctx, "SLURM_LOCALID", ENV_REQUIRED, source, local_world, FIX_LOCAL, out);
 }
 
+/* Lightning's SLURMEnvironment(auto_requeue, requeue_signal): the trainer
+ * reads these three (any environment may declare them). */
+static const lt_param_spec slurm_params[] = {
+    {"auto_requeue", LT_PARAM_BOOL, "true",
+     "on requeue_signal (sbatch --signal=USR1@90), save last.safetensors at the next step, requeue "
+     "the job and end; resume with --ckpt-path last"},
+    {"requeue_signal", LT_PARAM_STRING, "USR1", "USR1 | USR2 | TERM | HUP | INT"},
+    {"requeue_command", LT_PARAM_STRING, "scontrol requeue \"$SLURM_JOB_ID\"",
+     "run by /bin/sh on rank 0 after the save"},
+    {NULL, 0, NULL, NULL},
+};
+
 static const lt_environment_desc slurm_env = {
     LT_HEADER(LT_KIND_ENVIRONMENT, lt_environment_desc, "slurm", NULL, "1.0.0",
               "SLURM srun tasks (SLURM_NTASKS, SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, "
               "SLURM_NODELIST; port from SLURM_JOB_ID)",
-              NULL, NULL),
+              slurm_params, NULL),
     .score = score,
     .creates_processes_externally = env_started_externally,
     .main_address = main_address,
