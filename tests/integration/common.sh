@@ -36,6 +36,7 @@ it_init() {
 it_cleanup() {
     local p
     for p in "${IT_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    if [ -n "${NS0:-}" ]; then ip netns del "$NS0" 2>/dev/null; ip netns del "$NS1" 2>/dev/null; fi
     if [ -n "${IT_KEEP:-}" ]; then echo "kept $IT_TMP"; else rm -rf "$IT_TMP"; fi
 }
 
@@ -122,4 +123,26 @@ it_finish() {
     if [ "$IT_FAILS" -eq 0 ]; then echo "$IT_NAME: PASS"; exit 0; fi
     echo "$IT_NAME: FAIL ($IT_FAILS check(s) failed)"
     exit 1
+}
+
+# Two nodes on this machine: network namespaces NS0 and NS1 joined by a veth
+# pair (V0 in NS0, V1 in NS1) with addresses SUBNET.1 and SUBNET.2/24, removed
+# by it_cleanup. Sets NS0 NS1 V0 V1, IN0 and IN1 (the command prefixes that
+# run in each) and ADDR (SUBNET.1, node 0's). Returns 1, leaving nothing
+# behind, when they cannot be made (not root, or ip netns refused).
+netns_pair() { # netns_pair SUBNET (e.g. 10.231.0)
+    NS0=ltn0_$$_$RANDOM NS1=ltn1_$$_$RANDOM V0=ltv0_$$_$RANDOM V1=ltv1_$$_$RANDOM
+    V0=${V0:0:15} V1=${V1:0:15} # interface names are at most 15 bytes
+    if [ "$(id -u)" = 0 ] && ip netns add $NS0 2>/dev/null && ip netns add $NS1 &&
+       ip link add $V0 type veth peer name $V1 && ip link set $V0 netns $NS0 && ip link set $V1 netns $NS1 &&
+       ip -n $NS0 addr add $1.1/24 dev $V0 && ip -n $NS1 addr add $1.2/24 dev $V1 &&
+       ip -n $NS0 link set lo up && ip -n $NS1 link set lo up &&
+       ip -n $NS0 link set $V0 up && ip -n $NS1 link set $V1 up; then
+        IN0=(ip netns exec $NS0) IN1=(ip netns exec $NS1) ADDR=$1.1
+        return 0
+    fi
+    ip netns del $NS0 2>/dev/null
+    ip netns del $NS1 2>/dev/null
+    NS0= NS1=
+    return 1
 }

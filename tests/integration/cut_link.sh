@@ -8,26 +8,13 @@
 # collective timeout. Needs root for the namespaces (skipped otherwise).
 source "$(dirname "$0")/common.sh"
 it_init cut_link "$@"
-NS0=ltc0_$$ NS1=ltc1_$$ V0=ltx0_$$ V1=ltx1_$$
-netns_cleanup() {
-    ip netns del $NS0 2>/dev/null
-    ip netns del $NS1 2>/dev/null
-    it_cleanup
-}
-trap netns_cleanup EXIT
-if ! { [ "$(id -u)" = 0 ] && ip netns add $NS0 2>/dev/null && ip netns add $NS1 &&
-       ip link add $V0 type veth peer name $V1 && ip link set $V0 netns $NS0 && ip link set $V1 netns $NS1 &&
-       ip -n $NS0 addr add 10.233.0.1/24 dev $V0 && ip -n $NS1 addr add 10.233.0.2/24 dev $V1 &&
-       ip -n $NS0 link set lo up && ip -n $NS1 link set lo up &&
-       ip -n $NS0 link set $V0 up && ip -n $NS1 link set $V1 up; }; then
-    it_skip "needs root and network namespaces (ip netns)"
-fi
+netns_pair 10.233.0 || it_skip "needs root and network namespaces (ip netns)"
 PORT=29530
 NODES=(--strategy ddp --num-nodes 2 --devices 1 --master-addr 10.233.0.1 --master-port $PORT
        --set launcher.rdzv_timeout_s=30 --set launcher.stall_timeout_s=3 --set model.hidden=256
        --set trainer.limit_train_batches=3000 --max-epochs 20)
 for n in 0 1; do
-    IN=(ip netns exec $NS0); [ $n = 1 ] && IN=(ip netns exec $NS1)
+    IN=("${IN0[@]}"); [ $n = 1 ] && IN=("${IN1[@]}")
     "${IN[@]}" "$LTRUN" "${BASE[@]}" "${NODES[@]}" --node-rank $n --default-root-dir "$IT_TMP/n$n" \
         >"$IT_TMP/n$n.out" 2>"$IT_TMP/n$n.err" &
     eval N$n=$!

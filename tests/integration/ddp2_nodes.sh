@@ -15,23 +15,11 @@
 #      uninterrupted run ends.
 source "$(dirname "$0")/common.sh"
 it_init ddp2_nodes "$@"
-NS0=ltd0_$$ NS1=ltd1_$$ V0=ltw0_$$ V1=ltw1_$$
-netns_cleanup() {
-    ip netns del $NS0 2>/dev/null
-    ip netns del $NS1 2>/dev/null
-    it_cleanup
-}
-trap netns_cleanup EXIT
-if [ "$(id -u)" = 0 ] && ip netns add $NS0 2>/dev/null && ip netns add $NS1 &&
-   ip link add $V0 type veth peer name $V1 && ip link set $V0 netns $NS0 && ip link set $V1 netns $NS1 &&
-   ip -n $NS0 addr add 10.232.0.1/24 dev $V0 && ip -n $NS1 addr add 10.232.0.2/24 dev $V1 &&
-   ip -n $NS0 link set lo up && ip -n $NS1 link set lo up &&
-   ip -n $NS0 link set $V0 up && ip -n $NS1 link set $V1 up; then
+if netns_pair 10.232.0; then
     echo "ddp2_nodes: node 0 in netns $NS0 (10.232.0.1), node 1 in netns $NS1 (10.232.0.2)"
-    IN0=(ip netns exec $NS0) IN1=(ip netns exec $NS1) ADDR=10.232.0.1 PORT=29510
+    PORT=29510
 else
     echo "ddp2_nodes: no network namespaces (not root, or ip netns is refused): both nodes on loopback"
-    ip netns del $NS0 2>/dev/null
     IN0=() IN1=() ADDR=127.0.0.1 PORT=$("$TCP_PORT" free)
 fi
 SAME=(--seed 1 --set data.shuffle=true --set optimizer.name=sgd --set optimizer.lr=0.05

@@ -13,26 +13,14 @@
 #      gloo on node 1 must bind the address that routes to it, not loopback
 source "$(dirname "$0")/common.sh"
 it_init two_nodes "$@"
-NS0=ltn0_$$ NS1=ltn1_$$ V0=ltv0_$$ V1=ltv1_$$
-netns_cleanup() {
-    ip netns del $NS0 2>/dev/null
-    ip netns del $NS1 2>/dev/null
-    it_cleanup
-}
-trap netns_cleanup EXIT
-if [ "$(id -u)" = 0 ] && ip netns add $NS0 2>/dev/null && ip netns add $NS1 &&
-   ip link add $V0 type veth peer name $V1 && ip link set $V0 netns $NS0 && ip link set $V1 netns $NS1 &&
-   ip -n $NS0 addr add 10.231.0.1/24 dev $V0 && ip -n $NS1 addr add 10.231.0.2/24 dev $V1 &&
-   ip -n $NS0 link set lo up && ip -n $NS1 link set lo up &&
-   ip -n $NS0 link set $V0 up && ip -n $NS1 link set $V1 up; then
+if netns_pair 10.231.0; then
     echo "two_nodes: node 0 in netns $NS0 (10.231.0.1), node 1 in netns $NS1 (10.231.0.2)"
-    IN0=(ip netns exec $NS0) IN1=(ip netns exec $NS1) ADDR=10.231.0.1 PORT=29500
+    PORT=29500
     # A refused connection proves the other namespace answered.
     check "the namespaces reach each other over the veth pair" bash -c \
         "ip netns exec $NS1 timeout 3 bash -c 'exec 3<>/dev/tcp/10.231.0.1/9' 2>&1 | grep -q refused"
 else
     echo "two_nodes: no network namespaces (not root, or ip netns is refused): both nodes on loopback"
-    ip netns del $NS0 2>/dev/null
     IN0=() IN1=() ADDR=127.0.0.1 PORT=$("$TCP_PORT" free)
 fi
 SAME=(--set data.shuffle=true --set optimizer.name=sgd --set optimizer.lr=0.05
