@@ -7,13 +7,12 @@
 #include <string.h>
 #include <strings.h>
 #include "lt/lt.h"
+#include "../replica_mode.h"
 
 static const lt_strategy_desc *ddp; /* the base's resolved table */
 
 static const lt_param_spec ddp2_params[] = {
-    {"replica_params", LT_PARAM_STRING, "auto",
-     "auto | shared | copied: replicas read the root's parameters in place (shared, host memory "
-     "only) or hold copies refreshed after each update; auto shares when it can"},
+    LT_REPLICA_PARAMS_SPEC,
     {NULL, 0, NULL, NULL},
 };
 
@@ -42,14 +41,8 @@ static lt_status ddp2_sampler_shard(lt_ctx *ctx, lt_run *run, int *num_shards, i
  * replicas, which read the broadcast values. */
 static lt_status ddp2_configure_ddp(lt_ctx *ctx, lt_run *run) {
     LT_CHECK(ddp->configure_ddp(ctx, run));
-    const char *m = lt_param_str(ctx, "replica_params", "auto");
-    lt_replica_params mode = LT_REPLICA_PARAMS_AUTO;
-    if (!strcasecmp(m, "shared")) mode = LT_REPLICA_PARAMS_SHARED;
-    else if (!strcasecmp(m, "copied")) mode = LT_REPLICA_PARAMS_COPIED;
-    else if (strcasecmp(m, "auto")) {
-        lt_set_error(ctx, "strategy.replica_params = '%s': use auto, shared or copied", m);
-        return LT_ERR_INVALID;
-    }
+    lt_replica_params mode;
+    LT_CHECK(lt_replica_mode(ctx, &mode));
     return lt_run_replicate(run, lt_run_world(run)->num_devices, mode);
 }
 

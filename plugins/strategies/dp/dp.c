@@ -8,11 +8,10 @@
 #include <string.h>
 #include <strings.h>
 #include "lt/lt.h"
+#include "../replica_mode.h"
 
 static const lt_param_spec dp_params[] = {
-    {"replica_params", LT_PARAM_STRING, "auto",
-     "auto | shared | copied: replicas read the root's parameters in place (shared, host memory "
-     "only) or hold copies refreshed after each update; auto shares when it can"},
+    LT_REPLICA_PARAMS_SPEC,
     {NULL, 0, NULL, NULL},
 };
 
@@ -45,22 +44,9 @@ static lt_status dp_noop(lt_ctx *ctx, lt_run *run) {
     return LT_OK;
 }
 
-/* strategy.replica_params, checked when the replicas are made. */
-static lt_status dp_param_mode(lt_ctx *ctx, lt_replica_params *out) {
-    const char *m = lt_param_str(ctx, "replica_params", "auto");
-    if (!strcasecmp(m, "auto")) *out = LT_REPLICA_PARAMS_AUTO;
-    else if (!strcasecmp(m, "shared")) *out = LT_REPLICA_PARAMS_SHARED;
-    else if (!strcasecmp(m, "copied")) *out = LT_REPLICA_PARAMS_COPIED;
-    else {
-        lt_set_error(ctx, "strategy.replica_params = '%s': use auto, shared or copied", m);
-        return LT_ERR_INVALID;
-    }
-    return LT_OK;
-}
-
 static lt_status dp_configure_ddp(lt_ctx *ctx, lt_run *run) {
     lt_replica_params mode;
-    LT_CHECK(dp_param_mode(ctx, &mode));
+    LT_CHECK(lt_replica_mode(ctx, &mode));
     return lt_run_replicate(run, lt_run_world(run)->num_devices, mode);
 }
 
