@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: the suite, then the
-# unit tests again under ASan, UBSan and LSan (scripts/test-sanitizers.sh).
+# suite again under ASan, UBSan and LSan (scripts/test-sanitizers.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh --test
