@@ -109,6 +109,11 @@ train hookfp16 --set strategy.comm_hook=fp16 --log-level debug --strategy ddp --
 check "hookfp16: hook fp16" grep -q "hook fp16" "$IT_TMP/hookfp16.out" "$IT_TMP/hookfp16.err"
 cmp_with hookfp16 single64 $TOL_FP16 norm
 ckpt_differ "$(ckpt_of hookfp16)" "$(ckpt_of ddp32)" 0 max "hookfp16 differs from ddp32: the hook did round the gradients"
+# The same over the shm backend, whose f16 sums go through binary32 too.
+train hookfp16shm --set strategy.comm_hook=fp16 --set strategy.process_group_backend=shm --log-level debug \
+    --strategy ddp --devices 2 --batch-size 32 --max-steps 20
+cmp_with hookfp16shm single64 $TOL_FP16 norm
+ckpt_differ "$(ckpt_of hookfp16shm)" "$(ckpt_of ddp32shm)" 0 max "hookfp16shm differs from ddp32shm: the hook did round the gradients"
 # bf16 over the 12 small buckets: each bucket's wire buffer at its own offset
 train hookbf16 --set strategy.comm_hook=bf16 "${SMALL[@]}" --strategy ddp --devices 2 --batch-size 32 --max-steps 20
 check "hookbf16: 12 buckets, hook bf16" grep -q "in 12 buckets, hook bf16" "$IT_TMP/hookbf16.out" "$IT_TMP/hookbf16.err"

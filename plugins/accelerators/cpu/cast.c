@@ -3,7 +3,7 @@
  * table once per call. */
 #include <string.h>
 #include "cpu_internal.h"
-#include "half.h"
+#include "common/half.h"
 
 typedef void (*cast_fn)(void *dst, const void *src, int64_t n);
 
@@ -18,24 +18,24 @@ typedef void (*cast_fn)(void *dst, const void *src, int64_t n);
 #define AS_F32(x) ((float)(x))
 #define AS_F64(x) ((double)(x))
 /* f64 -> 16 bit goes through f32 rounded to odd, so it is rounded once. */
-#define F64_TO_F16(x) cpu_f32_to_f16(cpu_f64_to_f32_odd(x))
-#define F64_TO_BF16(x) cpu_f32_to_bf16(cpu_f64_to_f32_odd(x))
+#define F64_TO_F16(x) half_f32_to_f16(half_f64_to_f32_odd(x))
+#define F64_TO_BF16(x) half_f32_to_bf16(half_f64_to_f32_odd(x))
 /* 16 bit -> anything: exact into f32 first, then one rounding at most. */
-#define F16_TO_F64(x) ((double)cpu_f16_to_f32(x))
-#define BF16_TO_F64(x) ((double)cpu_bf16_to_f32(x))
-#define F16_TO_BF16(x) cpu_f32_to_bf16(cpu_f16_to_f32(x))
-#define BF16_TO_F16(x) cpu_f32_to_f16(cpu_bf16_to_f32(x))
+#define F16_TO_F64(x) ((double)half_f16_to_f32(x))
+#define BF16_TO_F64(x) ((double)half_bf16_to_f32(x))
+#define F16_TO_BF16(x) half_f32_to_bf16(half_f16_to_f32(x))
+#define BF16_TO_F16(x) half_f32_to_f16(half_bf16_to_f32(x))
 
 DEF_CAST(f32, float, f64, double, AS_F32)
-DEF_CAST(f32, float, f16, uint16_t, cpu_f16_to_f32)
-DEF_CAST(f32, float, bf16, uint16_t, cpu_bf16_to_f32)
+DEF_CAST(f32, float, f16, uint16_t, half_f16_to_f32)
+DEF_CAST(f32, float, bf16, uint16_t, half_bf16_to_f32)
 DEF_CAST(f64, double, f32, float, AS_F64)
 DEF_CAST(f64, double, f16, uint16_t, F16_TO_F64)
 DEF_CAST(f64, double, bf16, uint16_t, BF16_TO_F64)
-DEF_CAST(f16, uint16_t, f32, float, cpu_f32_to_f16)
+DEF_CAST(f16, uint16_t, f32, float, half_f32_to_f16)
 DEF_CAST(f16, uint16_t, f64, double, F64_TO_F16)
 DEF_CAST(f16, uint16_t, bf16, uint16_t, BF16_TO_F16)
-DEF_CAST(bf16, uint16_t, f32, float, cpu_f32_to_bf16)
+DEF_CAST(bf16, uint16_t, f32, float, half_f32_to_bf16)
 DEF_CAST(bf16, uint16_t, f64, double, F64_TO_BF16)
 DEF_CAST(bf16, uint16_t, f16, uint16_t, F16_TO_BF16)
 

@@ -2,7 +2,7 @@
  * clipping) and the finiteness check (loss scaling). Both take f32, f64, f16
  * and bf16, since mixed precision checks low-precision gradients. */
 #include "cpu_internal.h"
-#include "half.h"
+#include "common/half.h"
 
 /* Eight independent double accumulators: GCC does not reassociate a single
  * floating-point sum (that would change the result), but it does vectorise
@@ -28,8 +28,8 @@
     }
 
 #define PLAIN_DOUBLE(x) ((double)(x))
-#define F16_DOUBLE(x) ((double)cpu_f16_to_f32(x))
-#define BF16_DOUBLE(x) ((double)cpu_bf16_to_f32(x))
+#define F16_DOUBLE(x) ((double)half_f16_to_f32(x))
+#define BF16_DOUBLE(x) ((double)half_bf16_to_f32(x))
 DEF_SUMSQ(f32, float, PLAIN_DOUBLE)
 DEF_SUMSQ(f64, double, PLAIN_DOUBLE)
 DEF_SUMSQ(f16, uint16_t, F16_DOUBLE)
@@ -63,8 +63,8 @@ void cpu_sumsq(lt_ctx *ctx, lt_dtype t, const void *x, int64_t n, double *out_ho
         return true;                                                                       \
     }
 
-DEF_ALL_FINITE(f32, cpu_u32a, 0x7F800000u)
-DEF_ALL_FINITE(f64, cpu_u64a, 0x7FF0000000000000ull)
+DEF_ALL_FINITE(f32, half_u32a, 0x7F800000u)
+DEF_ALL_FINITE(f64, half_u64a, 0x7FF0000000000000ull)
 DEF_ALL_FINITE(f16, uint16_t, 0x7C00u)
 DEF_ALL_FINITE(bf16, uint16_t, 0x7F80u)
 
