@@ -62,9 +62,11 @@ fails_with badepoch 1 "lt.epoch" "${BASE[@]}" --max-steps 6 --ckpt-path "$IT_TMP
 fails_with buckets 2 "strategy.bucket_cap_mb" "${BASE[@]}" --strategy ddp --devices 2 --max-steps 2 \
     --set strategy.bucket_cap_mb=0
 
-# f. checked through the backend's supports hook before training
+# f. checked through the backend's supports hook before training (both
+#    built-in backends reduce f16, so a supports hook that says no stands in)
 fails_with shmfp16 2 "which backend 'shm' cannot reduce" "${BASE[@]}" --strategy ddp --devices 2 --max-steps 2 \
-    --set strategy.process_group_backend=shm --set strategy.comm_hook=fp16
+    --set strategy.process_group_backend=shm --set strategy.comm_hook=fp16 \
+    --set "backend.supports=$IT_PLUGINS/libhook_overrides.so:supports_no_half"
 check "shmfp16: refused before training" bash -c "! grep -q 'epoch 0 done' '$IT_TMP/shmfp16.out'"
 
 # g. the workers open the checkpoint; a refusal is repeated by a restart

@@ -14,6 +14,8 @@
  *                          its own buckets (one per parameter, reverse order)
  *   configure_bad_buckets  calls the original, then publishes overlapping
  *                          buckets: lt_run_set_buckets refuses them
+ * and one backend hook (bad_inputs.sh, [backend] supports = path:symbol):
+ *   supports_no_half       the backend says it cannot reduce f16 or bf16
  * Everything else is hidden; only these are exported. */
 #include <stdlib.h>
 #include "lt/lt.h"
@@ -23,6 +25,13 @@ LT_API lt_status init_own_group(lt_ctx *ctx, lt_run *run);
 LT_API lt_status init_no_group(lt_ctx *ctx, lt_run *run);
 LT_API lt_status configure_own(lt_ctx *ctx, lt_run *run);
 LT_API lt_status configure_bad_buckets(lt_ctx *ctx, lt_run *run);
+LT_API lt_status supports_no_half(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out);
+
+lt_status supports_no_half(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out) {
+    (void)ctx, (void)op;
+    *out = dtype != LT_F16 && dtype != LT_BF16;
+    return LT_OK;
+}
 
 static const lt_strategy_desc *original(lt_ctx *ctx, const char *hook) {
     const lt_strategy_desc *o = lt_ctx_original(ctx, hook);
