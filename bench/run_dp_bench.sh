@@ -12,6 +12,11 @@
 #                B/2 each, at once, each held to its own core (taskset); the
 #                sum of their samples/s is data parallelism with no
 #                communication and no shared step, what 2 cores can give
+#   torch 1t     the peer: PyTorch (bench/torch_ddp.py --world 1), batch B,
+#                one thread, the same model, data order and SGD
+#   torch DDP    PyTorch DistributedDataParallel, 2 processes over gloo,
+#                B/2 per rank, one thread each (torch's DataParallel needs
+#                CUDA devices, so DDP is what PyTorch offers on 2 CPU cores)
 # with the ratios dp / each of the others and the issue's targets: dp >= 1.7x
 # single_device on 2 cores, and dp >= ddp over shm. The first is printed both
 # ways: against single_device on 2 threads (both then use both cores) and on
@@ -58,6 +63,7 @@
 #   LT_SET=""             extra ltrun arguments for every run (e.g. "--set accelerator.isa=avx2")
 #   DP_SET=""             extra ltrun arguments for the dp runs only (e.g. "--set strategy.replica_params=copied")
 #   PAIR=1                0 skips the pair 1t reference
+#   TORCH_PY=/usr/bin/python3   Debian's python3-torch 1.13 (the torch rows are empty without it)
 #   IDLE_WAIT=3           seconds each run may wait for the machine to go idle first (0: none)
 #   LT_FASHION_MNIST_DIR  data (default /usr/share/datasets/fashion-mnist)
 #
@@ -217,6 +223,30 @@ pair_run() {
     record pair_1t "$eb" "(2 x $h, cpus ${pair_cpus[0]},${pair_cpus[1]})" "$(awk -v a="$s0" -v b="$s1" 'BEGIN { print a + b }')"
 }
 
+# torch_run NAME EFFECTIVE_BATCH WORLD: bench/torch_ddp.py at EFFECTIVE / WORLD per rank.
+torch_run() {
+    local name=$1 eb=$2 world=$3 sps
+    [ "$have_torch" = 1 ] || return 0
+    wait_idle
+    t_start
+    if ! "$TORCH_PY" "$here/torch_ddp.py" --world "$world" --batch $((eb / world)) >"$log.out" 2>&1; then
+        echo "run_dp_bench: torch_ddp.py --world $world failed:" >&2; tail -5 "$log.out" >&2
+        status=1
+        return
+    fi
+    t_stop
+    sps=$(sed -n 's/^torch_ddp world=[0-9]* batch=[0-9]* samples_per_s=\([0-9.]*\).*/\1/p' "$log.out")
+    [ -n "$sps" ] || { echo "run_dp_bench: no figure from torch_ddp.py --world $world" >&2; status=1; return; }
+    record "$name" "$eb" "$([ "$world" = 1 ] || echo "($((eb / world)) per rank)")" "$sps"
+}
+
+TORCH_PY=${TORCH_PY:-/usr/bin/python3}
+have_torch=1
+if ! "$TORCH_PY" -c "import torch, numpy" 2>/dev/null; then
+    echo "run_dp_bench: $TORCH_PY cannot import torch and numpy (apt install python3-torch); torch rows empty" >&2
+    have_torch=0
+fi
+
 read -r -a pair_cpus <<<"$(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0))[:2])')"
 [ "${#pair_cpus[@]}" -ge 2 ] || echo "run_dp_bench: fewer than 2 usable cores; no pair_1t reference" >&2
 
@@ -235,6 +265,8 @@ for rep in $(seq 1 "$REPS"); do
         lt_run ddp_shm "$b" "$h" --strategy ddp --devices 2 --set accelerator.num_threads=1 \
             --set strategy.process_group_backend=shm
         if [ "$PAIR" = 1 ] && [ "${#pair_cpus[@]}" -ge 2 ]; then pair_run "$b"; fi
+        torch_run torch_1t "$b" 1
+        torch_run torch_ddp "$b" 2
     done
 done
 
@@ -249,7 +281,8 @@ for line in open(sys.argv[1]):
 batches = [int(b) for b in sys.argv[2].split()]
 rows = [("dp", "lt dp, 2 replicas"), ("single_1t", "single_device, 1 thread"),
         ("single_2t", "single_device, 2 threads"), ("ddp_gloo", "ddp 2 ranks, gloo"),
-        ("ddp_shm", "ddp 2 ranks, shm"), ("pair_1t", "2 x single 1t, no comm")]
+        ("ddp_shm", "ddp 2 ranks, shm"), ("pair_1t", "2 x single 1t, no comm"),
+        ("torch_1t", "torch 1 process, 1 thread"), ("torch_ddp", "torch DDP 2 ranks, gloo")]
 
 def quiet(run, b):
     """The undisturbed runs' figures, or every run's when none was."""
@@ -297,6 +330,9 @@ rc = [("dp", "single_1t", "dp / single 1 thread"),
       ("dp", "ddp_gloo", "dp / ddp gloo"),
       ("dp", "ddp_shm", "dp / ddp shm"),
       ("dp", "pair_1t", "dp / 2 x single 1t"),
+      ("dp", "torch_ddp", "dp / torch DDP"),
+      ("single_1t", "torch_1t", "lt 1 thread / torch 1 thread"),
+      ("torch_ddp", "torch_1t", "torch DDP / torch 1 thread"),
       ("single_2t", "single_1t", "single 2 threads / 1 thread"),
       ("pair_1t", "single_1t", "2 x single 1t / single 1t")]
 print("%-30s" % "batch" + "".join("  %-19d" % b for b in batches).rstrip())

@@ -146,3 +146,22 @@ netns_pair() { # netns_pair SUBNET (e.g. 10.231.0)
     NS0= NS1=
     return 1
 }
+
+# Equivalence tests (ddp_equivalence, dp_equivalence): runs that share BASE
+# and the test's SAME arguments, and comparisons of their last checkpoints
+# within the test's TOL (norm) and TOL_MAX (elementwise).
+ckpt_of() { echo "$IT_TMP/$1/checkpoints/last.safetensors"; } # ckpt_of LABEL: that run's checkpoint
+
+train() { # train LABEL args... -> checkpoint $(ckpt_of LABEL)
+    local label=$1; shift
+    run_ltrun "$label" "${BASE[@]}" "${SAME[@]}" --default-root-dir "$IT_TMP/$label" "$@"
+    check "$label: ltrun exits 0" [ "$RC" -eq 0 ]
+    check "$label: wrote checkpoints/last.safetensors" [ -s "$(ckpt_of $label)" ]
+}
+
+compare() { # compare A B: float32 parameters within $TOL (norm) and $TOL_MAX (elementwise)
+    cmp_with "$1" "$2" $TOL norm
+    cmp_with "$1" "$2" $TOL_MAX max
+}
+
+cmp_with() { ckpt_equal "$(ckpt_of $1)" "$(ckpt_of $2)" $3 $4 "$1 equals $2"; } # cmp_with A B TOL METRIC

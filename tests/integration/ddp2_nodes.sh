@@ -26,7 +26,6 @@ SAME=(--seed 1 --set data.shuffle=true --set optimizer.name=sgd --set optimizer.
       --set optimizer.momentum=0.9 --max-epochs 1)
 NODES=(--strategy ddp2 --num-nodes 2 --devices 2 --master-addr $ADDR --batch-size 32
        --set launcher.rdzv_timeout_s=30)
-ckpt_of() { echo "$IT_TMP/$1/checkpoints/last.safetensors"; }
 
 start_nodes() { # start_nodes LABEL args...: both nodes in the background -> N0 N1
     local label=$1; shift

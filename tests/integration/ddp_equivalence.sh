@@ -23,22 +23,6 @@ TOL64=1e-10   # both, float64
 SAME=(--seed 1 --set data.shuffle=true --set optimizer.name=sgd --set optimizer.lr=0.05
       --set optimizer.momentum=0.9 --max-epochs 1)
 
-ckpt_of() { echo "$IT_TMP/$1/checkpoints/last.safetensors"; } # ckpt_of LABEL: that run's checkpoint
-
-train() { # train LABEL args... -> checkpoint $(ckpt_of LABEL)
-    local label=$1; shift
-    run_ltrun "$label" "${BASE[@]}" "${SAME[@]}" --default-root-dir "$IT_TMP/$label" "$@"
-    check "$label: ltrun exits 0" [ "$RC" -eq 0 ]
-    check "$label: wrote checkpoints/last.safetensors" [ -s "$(ckpt_of $label)" ]
-}
-
-compare() { # compare A B: float32 parameters within $TOL (norm) and $TOL_MAX (elementwise)
-    cmp_with "$1" "$2" $TOL norm
-    cmp_with "$1" "$2" $TOL_MAX max
-}
-
-cmp_with() { ckpt_equal "$(ckpt_of $1)" "$(ckpt_of $2)" $3 $4 "$1 equals $2"; } # cmp_with A B TOL METRIC
-
 echo "ddp_equivalence: case 1: ddp 2 ranks x batch 32 vs single_device batch 64, 20 steps"
 train ddp32 --strategy ddp --devices 2 --batch-size 32 --max-steps 20
 train single64 --strategy single_device --devices 1 --batch-size 64 --max-steps 20

@@ -44,22 +44,6 @@ DP3=(--strategy dp --devices 3 --set accelerator.share_cores=true)
 PROBE=(--plugin-dir "$IT_PLUGINS" --model replica_probe)
 dp_n() { if [ "$1" -eq 2 ]; then DPN=("${DP2[@]}"); else DPN=("${DP3[@]}"); fi; } # dp_n 2|3 -> DPN
 
-ckpt_of() { echo "$IT_TMP/$1/checkpoints/last.safetensors"; } # ckpt_of LABEL: that run's checkpoint
-
-train() { # train LABEL args... -> checkpoint $(ckpt_of LABEL)
-    local label=$1; shift
-    run_ltrun "$label" "${BASE[@]}" "${SAME[@]}" --default-root-dir "$IT_TMP/$label" "$@"
-    check "$label: ltrun exits 0" [ "$RC" -eq 0 ]
-    check "$label: wrote checkpoints/last.safetensors" [ -s "$(ckpt_of $label)" ]
-}
-
-compare() { # compare A B: float32 parameters within $TOL (norm) and $TOL_MAX (elementwise)
-    cmp_with "$1" "$2" $TOL norm
-    cmp_with "$1" "$2" $TOL_MAX max
-}
-
-cmp_with() { ckpt_equal "$(ckpt_of $1)" "$(ckpt_of $2)" $3 $4 "$1 equals $2"; } # cmp_with A B TOL METRIC
-
 echo "dp_equivalence: case 1: the MLP, dp 2 and 3 replicas vs single_device, batch 64 and 7, 20 steps"
 for b in 64 7; do
     train single$b "${SINGLE[@]}" --batch-size $b --max-steps 20
@@ -171,6 +155,24 @@ for s in dp2 dp3; do
     check "eval$s: the same epoch lines, test results and metrics.csv as single_device" \
         cmp -s "$IT_TMP/eval$s.results" "$IT_TMP/evalsingle.results"
 done
+
+echo "dp_equivalence: case 7b: AdamW, a cosine schedule with warm-up, clipping by norm and by value, lr_scaling"
+# The optimizer step is split over the replicas' threads and clipping reads
+# the summed gradients: each must still give one device's result.
+OPT=(--set optimizer.name=adamw --set optimizer.lr=0.003 --set scheduler.name=cosine
+     --set scheduler.warmup_steps=5 --max-steps 20 "${F64[@]}")
+train adamsingle "${OPT[@]}" "${SINGLE[@]}" --batch-size 64 --set trainer.gradient_clip_val=0.5
+train adamdp2 "${OPT[@]}" "${DP2[@]}" --batch-size 64 --set trainer.gradient_clip_val=0.5
+cmp_with adamdp2 adamsingle $TOL64 both
+train valclipsingle "${OPT[@]}" "${SINGLE[@]}" --batch-size 64 --set trainer.gradient_clip_val=0.01 \
+    --set trainer.gradient_clip_algorithm=value
+train valclipdp2 "${OPT[@]}" "${DP2[@]}" --batch-size 64 --set trainer.gradient_clip_val=0.01 \
+    --set trainer.gradient_clip_algorithm=value
+cmp_with valclipdp2 valclipsingle $TOL64 both
+train lrsdp2 "${DP2[@]}" --batch-size 64 --max-steps 2 --set optimizer.lr_scaling=linear \
+    --set optimizer.reference_batch_size=32
+check "lrsdp2: dp's effective batch is the batch (64), so linear scaling from 32 doubles lr 0.05" \
+    contains "$IT_TMP/lrsdp2.out" "effective batch size 64 = 64 per process x 1 (dp).*lr 0.1 (lr_scaling linear"
 
 echo "dp_equivalence: case 8: dp 2 stopped at step 10 mid-epoch, resumed to step 20 == dp 2 straight to 20"
 train resume10 "${DP2[@]}" --batch-size 64 --max-steps 10

@@ -4,10 +4,8 @@
  * hooks (its buckets start as the replica sum reports each range), and the
  * sampler shards by node. Effective batch = batch x num_nodes. Everything
  * not below is ddp's, reached through `base`. */
-#include <string.h>
-#include <strings.h>
 #include "lt/lt.h"
-#include "../replica_mode.h"
+#include "../replica_hooks.h"
 
 static const lt_strategy_desc *ddp; /* the base's resolved table */
 
@@ -41,19 +39,7 @@ static lt_status ddp2_sampler_shard(lt_ctx *ctx, lt_run *run, int *num_shards, i
  * replicas, which read the broadcast values. */
 static lt_status ddp2_configure_ddp(lt_ctx *ctx, lt_run *run) {
     LT_CHECK(ddp->configure_ddp(ctx, run));
-    lt_replica_params mode;
-    LT_CHECK(lt_replica_mode(ctx, &mode));
-    return lt_run_replicate(run, lt_run_world(run)->num_devices, mode);
-}
-
-static lt_status ddp2_training_step(lt_ctx *ctx, lt_run *run, lt_step *step, lt_tensor **loss) {
-    (void)ctx;
-    return lt_run_replicas_training_step(run, step, loss);
-}
-
-static lt_status ddp2_eval_step(lt_ctx *ctx, lt_run *run, lt_step *step, lt_stage stage) {
-    (void)ctx;
-    return lt_run_replicas_eval_step(run, step, stage);
+    return lt_replicate_devices(ctx, run);
 }
 
 static const lt_strategy_desc ddp2_strategy = {
@@ -63,8 +49,8 @@ static const lt_strategy_desc ddp2_strategy = {
     .batch_multiplier = ddp2_batch_multiplier,
     .sampler_shard = ddp2_sampler_shard,
     .configure_ddp = ddp2_configure_ddp,
-    .training_step = ddp2_training_step,
-    .eval_step = ddp2_eval_step,
+    .training_step = lt_replicas_training_step_hook,
+    .eval_step = lt_replicas_eval_step_hook,
 };
 
 LT_PLUGIN_EXPORT(&ddp2_strategy.hdr)
