@@ -42,39 +42,40 @@ static inline uint16_t half_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* Exact. Branch-free so that loops of it vectorise: the normal, the
+ * inf/NaN and the zero/subnormal results are all computed, then one is
+ * selected with a mask. */
 static inline float half_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-    if (exp == 0) { /* zero or subnormal: man * 2^-24, exact in binary32 */
-        float v = (float)man * 0x1p-24f;
-        return half_f32_from_bits(half_f32_bits(v) | sign);
-    }
-    if (exp == 31) return half_f32_from_bits(sign | 0x7F800000u | (man << 13)); /* inf, NaN */
-    return half_f32_from_bits(sign | ((exp + 112u) << 23) | (man << 13));      /* rebias 15->127 */
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7FFFu;
+    uint32_t bits = (em << 13) + 0x38000000u;                   /* rebias 15 -> 127 */
+    bits += (uint32_t)(em >= 0x7C00u) * 0x38000000u;            /* inf, NaN: exponent 255 */
+    uint32_t sub = half_f32_bits((float)(int32_t)em * 0x1p-24f); /* em * 2^-24, exact */
+    uint32_t small = -(uint32_t)(em < 0x0400u);
+    return half_f32_from_bits(((sub & small) | (bits & ~small)) | sign);
 }
 
-/* Rounds a binary32 magnitude below 2^-14 to a binary16 subnormal count of
- * 2^-24 units, half to even. */
-static inline uint32_t half_f16_subnormal(uint32_t mag) {
-    uint32_t exp = mag >> 23;
-    if (exp < 102) return 0; /* below 2^-25: rounds to zero */
-    uint32_t man = (mag & 0x7FFFFFu) | 0x800000u;
-    uint32_t shift = 126 - exp; /* 14..24 */
-    uint32_t q = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
-    return q + (rem > half || (rem == half && (q & 1u)));
-}
-
+/* All three cases are computed and one is selected, with no branch, so a
+ * loop of these vectorises:
+ *  - normal results: rebias the exponent (127 -> 15) and round the 13
+ *    dropped bits half to even (adding 0xFFF plus the lowest kept bit
+ *    carries exactly when it should); a carry out of the mantissa bumps the
+ *    exponent, and magnitudes from 65520 up carry into infinity;
+ *  - subnormal results (below 2^-14): adding 0.5 puts the value on 0.5's
+ *    grid of 2^-24 steps, which the float adder rounds half to even; the
+ *    count of steps is then the low bits of the sum (2^-14 itself comes out
+ *    as 0x400, the smallest normal, as it should). This needs the default
+ *    rounding mode, which lt never changes;
+ *  - NaN: quieted, sign and top payload bits kept (as F16C's vcvtps2ph). */
 static inline uint16_t half_f32_to_f16(float f) {
     uint32_t u = half_f32_bits(f);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    uint32_t mag = u & 0x7FFFFFFFu;
-    if (mag > 0x7F800000u) return sign | 0x7E00u | (uint16_t)((mag >> 13) & 0x1FFu); /* NaN */
-    if (mag >= 0x477FF000u) return sign | 0x7C00u; /* >= 65520 (or inf): infinity */
-    if (mag < 0x38800000u) return sign | (uint16_t)half_f16_subnormal(mag);
-    /* Normal: rebias the exponent (127 -> 15) and round the 13 dropped bits
-     * half to even; a carry out of the mantissa bumps the exponent correctly. */
-    mag += 0xC8000000u + 0xFFFu + ((mag >> 13) & 1u);
-    return sign | (uint16_t)(mag >> 13);
+    uint32_t sign = (u >> 16) & 0x8000u, mag = u & 0x7FFFFFFFu;
+    uint32_t normal = (mag + 0xC8000000u + 0xFFFu + ((mag >> 13) & 1u)) >> 13;
+    uint32_t sub = half_f32_bits(half_f32_from_bits(mag) + 0.5f) - 0x3F000000u;
+    uint32_t nan = 0x7E00u | ((mag >> 13) & 0x1FFu);
+    uint32_t r = mag < 0x38800000u ? sub : normal;
+    r = mag >= 0x477FF000u ? 0x7C00u : r;
+    r = mag > 0x7F800000u ? nan : r;
+    return (uint16_t)(sign | r);
 }
 
 /* binary64 -> binary32 rounded to odd: an inexact result gets its last bit

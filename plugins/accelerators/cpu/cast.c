@@ -1,11 +1,14 @@
 /* Element type conversion among f32, f64, f16 and bf16, round-to-nearest-
- * even (half.h). One loop per (destination, source) pair, picked from a
- * table once per call. */
+ * even (half.h). One loop per (destination, source) pair, picked once per
+ * call: f32 <-> f16/bf16, the pairs mixed precision runs every step, from
+ * cast_simd.c (vector where the CPU has AVX2 and F16C, same bits), the
+ * rest from the table below. */
 #include <string.h>
+#include "cast_simd.h"
 #include "cpu_internal.h"
 #include "common/half.h"
 
-typedef void (*cast_fn)(void *dst, const void *src, int64_t n);
+typedef cpu_cast_fn cast_fn;
 
 /* Defines cast_<D>_<S>: dst[i] = CONV(src[i]). */
 #define DEF_CAST(D, DT, S, ST, CONV)                                                       \
@@ -27,25 +30,21 @@ typedef void (*cast_fn)(void *dst, const void *src, int64_t n);
 #define BF16_TO_F16(x) half_f32_to_f16(half_bf16_to_f32(x))
 
 DEF_CAST(f32, float, f64, double, AS_F32)
-DEF_CAST(f32, float, f16, uint16_t, half_f16_to_f32)
-DEF_CAST(f32, float, bf16, uint16_t, half_bf16_to_f32)
 DEF_CAST(f64, double, f32, float, AS_F64)
 DEF_CAST(f64, double, f16, uint16_t, F16_TO_F64)
 DEF_CAST(f64, double, bf16, uint16_t, BF16_TO_F64)
-DEF_CAST(f16, uint16_t, f32, float, half_f32_to_f16)
 DEF_CAST(f16, uint16_t, f64, double, F64_TO_F16)
 DEF_CAST(f16, uint16_t, bf16, uint16_t, BF16_TO_F16)
-DEF_CAST(bf16, uint16_t, f32, float, half_f32_to_bf16)
 DEF_CAST(bf16, uint16_t, f64, double, F64_TO_BF16)
 DEF_CAST(bf16, uint16_t, f16, uint16_t, F16_TO_BF16)
 
 /* Indexed [dst - 1][src - 1] by lt_dtype (F32 = 1 .. BF16 = 4); the diagonal
- * is a plain copy. */
+ * is a plain copy, the NULLs are cast_simd.c's. */
 static const cast_fn cast_table[4][4] = {
-    {NULL, cast_f32_f64, cast_f32_f16, cast_f32_bf16},
+    {NULL, cast_f32_f64, NULL, NULL},
     {cast_f64_f32, NULL, cast_f64_f16, cast_f64_bf16},
-    {cast_f16_f32, cast_f16_f64, NULL, cast_f16_bf16},
-    {cast_bf16_f32, cast_bf16_f64, cast_bf16_f16, NULL},
+    {NULL, cast_f16_f64, NULL, cast_f16_bf16},
+    {NULL, cast_bf16_f64, cast_bf16_f16, NULL},
 };
 
 static bool castable(lt_dtype t) { return t >= LT_F32 && t <= LT_BF16; }
@@ -64,5 +63,6 @@ void cpu_cast(lt_ctx *ctx, lt_dtype dst_t, void *dst, lt_dtype src_t, const void
         if (dst != src) memmove(dst, src, (size_t)n * lt_dtype_size(dst_t));
         return;
     }
-    cast_table[dst_t - LT_F32][src_t - LT_F32](dst, src, n);
+    cast_fn f = cpu_cast_lowp_best(dst_t, src_t);
+    (f ? f : cast_table[dst_t - LT_F32][src_t - LT_F32])(dst, src, n);
 }

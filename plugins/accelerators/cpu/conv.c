@@ -1,5 +1,8 @@
 /* Convolution lowering (im2col and its adjoint col2im) and max pooling.
- * The GEMMs of a convolution run through gemm.c; these only move data. */
+ * The GEMMs of a convolution run through gemm.c; these only move data.
+ * f32, f64, f16 and bf16: im2col and max_pool_fwd copy elements as stored
+ * (compared in fp32); the 16-bit col2im sums in fp32 and rounds once
+ * (DEF_COL2IM_HALF), max_pool_bwd rounds at each addition (see there). */
 #include <math.h>
 #include <string.h>
 #include "cpu_internal.h"
@@ -15,8 +18,19 @@ static void valid_range(const lt_conv_geom *g, int64_t j, int64_t *lo, int64_t *
     *hi = b;
 }
 
-#define DEF_CONV(T, S)                                                                       \
-    static CPU_HOT void im2col_##S(const T *x, const lt_conv_geom *g, T *col) {             \
+/* The same for input columns inside [x0, x1), a part of [0, w). */
+static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x1, int64_t *lo,
+                         int64_t *hi) {
+    int64_t off = j - g->pw;
+    int64_t a = x0 - off <= 0 ? 0 : (x0 - off + g->sw - 1) / g->sw;
+    int64_t b = x1 - off <= 0 ? 0 : (x1 - off + g->sw - 1) / g->sw;
+    if (b > g->ow) b = g->ow;
+    *lo = a < b ? a : b;
+    *hi = b;
+}
+
+#define DEF_CONV(T, S, C, LD, ST)                                                            \
+    static CPU_HOT void im2col_##S(const T *x, const lt_conv_geom *g, T *col) {              \
         int64_t plane = g->oh * g->ow;                                                       \
         for (int64_t c = 0; c < g->c; c++)                                                   \
             for (int64_t i = 0; i < g->kh; i++)                                              \
@@ -42,7 +56,90 @@ static void valid_range(const lt_conv_geom *g, int64_t j, int64_t *lo, int64_t *
                     }                                                                        \
                 }                                                                            \
     }                                                                                        \
-    static CPU_HOT void col2im_##S(const T *col, const lt_conv_geom *g, T *x, T beta) {     \
+    /* 2x2 windows, stride 2, no padding: the CNN case, without the bounds                   \
+     * checks of the general loop. */                                                        \
+    static CPU_HOT void max_pool_2x2_##S(const T *x, const lt_conv_geom *g, T *y,            \
+                                         int32_t *arg) {                                     \
+        for (int64_t p = 0; p < g->c; p++) {                                                 \
+            const T *in = x + p * g->h * g->w;                                               \
+            T *out = y + p * g->oh * g->ow;                                                  \
+            int32_t *am = arg + p * g->oh * g->ow;                                           \
+            for (int64_t oy = 0; oy < g->oh; oy++) {                                         \
+                const T *r0 = in + 2 * oy * g->w, *r1 = r0 + g->w;                           \
+                int32_t base = (int32_t)(2 * oy * g->w);                                     \
+                for (int64_t ox = 0; ox < g->ow; ox++) {                                     \
+                    C v[4] = {LD(r0[2 * ox]), LD(r0[2 * ox + 1]), LD(r1[2 * ox]),            \
+                              LD(r1[2 * ox + 1])};                                           \
+                    int32_t at[4] = {base + (int32_t)(2 * ox), base + (int32_t)(2 * ox + 1), \
+                                     base + (int32_t)(g->w + 2 * ox),                        \
+                                     base + (int32_t)(g->w + 2 * ox + 1)};                   \
+                    C best = v[0];                                                           \
+                    int32_t where = at[0];                                                   \
+                    for (int q = 1; q < 4; q++)                                              \
+                        if (v[q] > best || v[q] != v[q]) {                                   \
+                            best = v[q];                                                     \
+                            where = at[q];                                                   \
+                        }                                                                    \
+                    out[oy * g->ow + ox] = ST(best);                                         \
+                    am[oy * g->ow + ox] = where;                                             \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
+    static void max_pool_fwd_##S(const T *x, const lt_conv_geom *g, T *y, int32_t *arg) {    \
+        if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0) { \
+            max_pool_2x2_##S(x, g, y, arg);                                                  \
+            return;                                                                          \
+        }                                                                                    \
+        for (int64_t p = 0; p < g->c; p++) {                                                 \
+            const T *in = x + p * g->h * g->w;                                               \
+            for (int64_t oy = 0; oy < g->oh; oy++)                                           \
+                for (int64_t ox = 0; ox < g->ow; ox++) {                                     \
+                    C best = 0;                                                              \
+                    int64_t where = -1;                                                      \
+                    for (int64_t i = 0; i < g->kh; i++) {                                    \
+                        int64_t iy = oy * g->sh - g->ph + i;                                 \
+                        if (iy < 0 || iy >= g->h) continue;                                  \
+                        for (int64_t j = 0; j < g->kw; j++) {                                \
+                            int64_t ix = ox * g->sw - g->pw + j;                             \
+                            if (ix < 0 || ix >= g->w) continue;                              \
+                            C v = LD(in[iy * g->w + ix]);                                    \
+                            if (where < 0 || v > best || isnan(v)) {                         \
+                                best = v;                                                    \
+                                where = iy * g->w + ix;                                      \
+                            }                                                                \
+                        }                                                                    \
+                    }                                                                        \
+                    int64_t o = (p * g->oh + oy) * g->ow + ox;                               \
+                    y[o] = ST(best);                                                         \
+                    arg[o] = (int32_t)where;                                                 \
+                }                                                                            \
+        }                                                                                    \
+    }                                                                                        \
+    /* A 16-bit dx is rounded at each addition: once per element when the                    \
+     * windows do not overlap (stride >= kernel) and beta is 0 or 1; with                    \
+     * overlapping windows an element receiving k gradients is rounded k                     \
+     * times, and beta * dx once more before them when beta is not 0 or 1                    \
+     * (argmax may point anywhere in a plane, so the sums are not gathered                   \
+     * in fp32 as col2im's are). */                                                          \
+    static void max_pool_bwd_##S(const T *dy, const int32_t *arg, const lt_conv_geom *g,     \
+                                 T *dx, C beta) {                                            \
+        int64_t n = g->c * g->h * g->w, per = g->oh * g->ow;                                 \
+        if (beta == 0)                                                                       \
+            memset(dx, 0, (size_t)n * sizeof(T));                                            \
+        else if (beta != 1)                                                                  \
+            for (int64_t e = 0; e < n; e++) dx[e] = ST(beta * LD(dx[e]));                    \
+        for (int64_t p = 0; p < g->c; p++)                                                   \
+            for (int64_t o = 0; o < per; o++)                                                \
+                if (arg[p * per + o] >= 0) {                                                 \
+                    T *d = dx + p * g->h * g->w + arg[p * per + o];                          \
+                    *d = ST(LD(*d) + LD(dy[p * per + o]));                                   \
+                }                                                                            \
+    }
+CPU_FOR_FLOAT_TYPES(DEF_CONV)
+
+#define DEF_COL2IM(T, S, C, LD, ST)                                                          \
+    static CPU_HOT void col2im_##S(const T *col, const lt_conv_geom *g, T *x, C beta) {      \
         int64_t n = g->c * g->h * g->w, plane = g->oh * g->ow;                               \
         if (beta == 0)                                                                       \
             memset(x, 0, (size_t)n * sizeof(T));                                             \
@@ -63,79 +160,43 @@ static void valid_range(const lt_conv_geom *g, int64_t j, int64_t *lo, int64_t *
                         for (int64_t ox = lo; ox < hi; ox++) out[ox * g->sw + off] += in[ox]; \
                     }                                                                        \
                 }                                                                            \
-    }                                                                                        \
-    /* 2x2 windows, stride 2, no padding: the CNN case, without the bounds \
-     * checks of the general loop. */                                                        \
-    static CPU_HOT void max_pool_2x2_##S(const T *x, const lt_conv_geom *g, T *y,          \
-                                         int32_t *arg) {                                     \
-        for (int64_t p = 0; p < g->c; p++) {                                                 \
-            const T *in = x + p * g->h * g->w;                                               \
-            T *out = y + p * g->oh * g->ow;                                                  \
-            int32_t *am = arg + p * g->oh * g->ow;                                           \
-            for (int64_t oy = 0; oy < g->oh; oy++) {                                         \
-                const T *r0 = in + 2 * oy * g->w, *r1 = r0 + g->w;                           \
-                int32_t base = (int32_t)(2 * oy * g->w);                                     \
-                for (int64_t ox = 0; ox < g->ow; ox++) {                                     \
-                    T v[4] = {r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};      \
-                    int32_t at[4] = {base + (int32_t)(2 * ox), base + (int32_t)(2 * ox + 1), \
-                                     base + (int32_t)(g->w + 2 * ox),                        \
-                                     base + (int32_t)(g->w + 2 * ox + 1)};                   \
-                    T best = v[0];                                                           \
-                    int32_t where = at[0];                                                   \
-                    for (int q = 1; q < 4; q++)                                              \
-                        if (v[q] > best || v[q] != v[q]) {                 \
-                            best = v[q];                                                     \
-                            where = at[q];                                                   \
-                        }                                                                    \
-                    out[oy * g->ow + ox] = best;                                             \
-                    am[oy * g->ow + ox] = where;                                             \
-                }                                                                            \
-            }                                                                                \
-        }                                                                                    \
-    }                                                                                        \
-    static void max_pool_fwd_##S(const T *x, const lt_conv_geom *g, T *y, int32_t *arg) {   \
-        if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0) { \
-            max_pool_2x2_##S(x, g, y, arg);                                                  \
-            return;                                                                          \
-        }                                                                                    \
-        for (int64_t p = 0; p < g->c; p++) {                                                 \
-            const T *in = x + p * g->h * g->w;                                               \
-            for (int64_t oy = 0; oy < g->oh; oy++)                                           \
-                for (int64_t ox = 0; ox < g->ow; ox++) {                                     \
-                    T best = 0;                                                              \
-                    int64_t where = -1;                                                      \
+    }
+CPU_FOR_WIDE_TYPES(DEF_COL2IM)
+
+/* The 16-bit col2im gathers instead of scattering: for each row of x, a
+ * stack block of fp32 sums starts at beta * x and receives the col entries
+ * of that row in the order the scatter above adds them (kernel row i, then
+ * column j), so each x element is the f32 kernel's sum rounded once. */
+#define COL2IM_BLOCK 1024
+#define DEF_COL2IM_HALF(T, S, C, LD, ST)                                                     \
+    static CPU_HOT void col2im_##S(const T *col, const lt_conv_geom *g, T *x, C beta) {      \
+        int64_t plane = g->oh * g->ow;                                                       \
+        C acc[COL2IM_BLOCK];                                                                 \
+        for (int64_t c = 0; c < g->c; c++)                                                   \
+            for (int64_t iy = 0; iy < g->h; iy++) {                                          \
+                T *xrow = x + (c * g->h + iy) * g->w;                                        \
+                for (int64_t x0 = 0; x0 < g->w; x0 += COL2IM_BLOCK) {                        \
+                    int64_t x1 = g->w - x0 < COL2IM_BLOCK ? g->w : x0 + COL2IM_BLOCK;        \
+                    for (int64_t e = x0; e < x1; e++)                                        \
+                        acc[e - x0] = beta == 0 ? 0 : beta * LD(xrow[e]);                    \
                     for (int64_t i = 0; i < g->kh; i++) {                                    \
-                        int64_t iy = oy * g->sh - g->ph + i;                                 \
-                        if (iy < 0 || iy >= g->h) continue;                                  \
+                        int64_t t = iy + g->ph - i; /* oy * sh */                            \
+                        if (t < 0 || t % g->sh != 0 || t / g->sh >= g->oh) continue;         \
+                        int64_t oy = t / g->sh;                                              \
                         for (int64_t j = 0; j < g->kw; j++) {                                \
-                            int64_t ix = ox * g->sw - g->pw + j;                             \
-                            if (ix < 0 || ix >= g->w) continue;                              \
-                            T v = in[iy * g->w + ix];                                        \
-                            if (where < 0 || v > best || isnan(v)) {       \
-                                best = v;                                                    \
-                                where = iy * g->w + ix;                                      \
-                            }                                                                \
+                            const T *in = col + ((c * g->kh + i) * g->kw + j) * plane +      \
+                                          oy * g->ow;                                        \
+                            int64_t lo, hi, off = j - g->pw - x0;                            \
+                            window_range(g, j, x0, x1, &lo, &hi);                            \
+                            for (int64_t ox = lo; ox < hi; ox++)                             \
+                                acc[ox * g->sw + off] += LD(in[ox]);                         \
                         }                                                                    \
                     }                                                                        \
-                    int64_t o = (p * g->oh + oy) * g->ow + ox;                               \
-                    y[o] = best;                                                             \
-                    arg[o] = (int32_t)where;                                                 \
+                    for (int64_t e = x0; e < x1; e++) xrow[e] = ST(acc[e - x0]);             \
                 }                                                                            \
-        }                                                                                    \
-    }                                                                                        \
-    static void max_pool_bwd_##S(const T *dy, const int32_t *arg, const lt_conv_geom *g,    \
-                                 T *dx, T beta) {                                            \
-        int64_t n = g->c * g->h * g->w, per = g->oh * g->ow;                                 \
-        if (beta == 0)                                                                       \
-            memset(dx, 0, (size_t)n * sizeof(T));                                            \
-        else if (beta != 1)                                                                  \
-            for (int64_t e = 0; e < n; e++) dx[e] *= beta;                                   \
-        for (int64_t p = 0; p < g->c; p++)                                                   \
-            for (int64_t o = 0; o < per; o++)                                                \
-                if (arg[p * per + o] >= 0) dx[p * g->h * g->w + arg[p * per + o]] +=         \
-                                           dy[p * per + o];                                  \
+            }                                                                                \
     }
-CPU_FOR_FLOAT_TYPES(DEF_CONV)
+CPU_FOR_HALF_TYPES(DEF_COL2IM_HALF)
 
 /* Geometry that would make the loops above index outside the buffers is a
  * caller bug; it is parked as an error (saying which condition failed)

@@ -173,6 +173,7 @@ static lt_status cpu_teardown(lt_ctx *ctx) {
                (unsigned long long)live);
     pthread_mutex_destroy(&s->err_lock);
     lt_sgemm_scratch_free(&s->gemm_scratch);
+    free(s->lowp.buf);
     free(s);
     lt_ctx_set_state(ctx, NULL);
     return LT_OK;

@@ -25,21 +25,61 @@
 #endif
 #endif
 
-/* Kernels are written once as a macro over (C type, suffix) and expanded for
- * each dtype, so every loop is specialised and the dtype is looked at once
- * per call, never per element. */
-#define CPU_FOR_FLOAT_TYPES(X) X(float, f32) X(double, f64)
+/* Kernels are written once as a macro over the dtype and expanded for each,
+ * so every loop is specialised and the dtype is looked at once per call,
+ * never per element. The macro gets X(T, S, C, LD, ST):
+ *   T   the storage type of an element (uint16_t for the 16-bit formats)
+ *   S   the name suffix (f32, f64, f16, bf16)
+ *   C   the type the loop computes in: T itself for f32 and f64, float for
+ *       f16 and bf16
+ *   LD  LD(e) reads a stored element as a C (exact)
+ *   ST  ST(v) rounds a C value to T, to nearest even, NaN kept (half.h)
+ * For f32 and f64 LD and ST are the identity, so those loops are the plain
+ * ones. A 16-bit kernel computes what the f32 kernel computes on the
+ * widened inputs (scalar arguments arrive as float, as they do there), and
+ * rounds once when it stores; where the f32 kernel sums into its output
+ * (sum_rows, col2im) the 16-bit one keeps the sum in fp32 and stores it
+ * once. The conversions are branch-free code (half.h) that GCC vectorises
+ * in the x86-64-v3 clone of CPU_HOT. */
+#include "common/half.h"
+#define CPU_AS_IS(x) (x)
 
-/* Calls fn_f32 or fn_f64 with the remaining arguments (void pointers convert
- * implicitly, doubles narrow through the prototype), or parks the error. */
+#define CPU_FOR_WIDE_TYPES(X)                                                              \
+    X(float, f32, float, CPU_AS_IS, CPU_AS_IS)                                             \
+    X(double, f64, double, CPU_AS_IS, CPU_AS_IS)
+#define CPU_FOR_HALF_TYPES(X)                                                              \
+    X(uint16_t, f16, float, half_f16_to_f32, half_f32_to_f16)                               \
+    X(uint16_t, bf16, float, half_bf16_to_f32, half_f32_to_bf16)
+#define CPU_FOR_FLOAT_TYPES(X) CPU_FOR_WIDE_TYPES(X) CPU_FOR_HALF_TYPES(X)
+
+/* For loops whose body tests a loop-invariant condition (`beta == 0`):
+ * GCC unswitches such a loop (one copy per outcome, each vectorised) only
+ * while the body is small, and a 16-bit body, with its conversions, is not.
+ * CPU_UNSWITCH(T, C, cond, statements) gives the 16-bit types the two copies
+ * under `if (cond)`, where the compiler folds the test inside each; for f32
+ * and f64 (sizeof(T) == sizeof(C)) it is the statements, unchanged. */
+#define CPU_UNSWITCH(T, C, cond, ...)                                                      \
+    do {                                                                                   \
+        if (sizeof(T) == sizeof(C) || (cond)) {                                            \
+            __VA_ARGS__                                                                    \
+        } else {                                                                           \
+            __VA_ARGS__                                                                    \
+        }                                                                                  \
+    } while (0)
+
+/* Calls fn_f32, fn_f64, fn_f16 or fn_bf16 with the remaining arguments (void
+ * pointers convert implicitly, doubles narrow through the prototype: scalar
+ * parameters are of the compute type C, never a 16-bit T), or parks the
+ * error. */
 #define CPU_DISPATCH(ctx, name, t, fn, ...)                                                \
     do {                                                                               \
-        if ((t) == LT_F32)                                                             \
-            fn##_f32(__VA_ARGS__);                                                     \
-        else if ((t) == LT_F64)                                                        \
-            fn##_f64(__VA_ARGS__);                                                     \
-        else                                                                           \
-            cpu_bad_dtype((ctx), (name), (t), "f32 or f64");                           \
+        switch (t) {                                                                   \
+        case LT_F32: fn##_f32(__VA_ARGS__); break;                                     \
+        case LT_F64: fn##_f64(__VA_ARGS__); break;                                     \
+        case LT_F16: fn##_f16(__VA_ARGS__); break;                                     \
+        case LT_BF16: fn##_bf16(__VA_ARGS__); break;                                   \
+        default: cpu_bad_dtype((ctx), (name), (t), "f32, f64, f16 or bf16");           \
+        }                                                                              \
     } while (0)
 
 /* One per accelerator context, made by setup. Kernels do not return a
@@ -57,6 +97,10 @@ typedef struct cpu_state {
      * runs. */
     lt_sgemm_fn sgemm;
     lt_sgemm_scratch gemm_scratch;
+    /* gemm_lowp.c's fp32 scratch for 16-bit GEMMs (kernel panels or whole
+     * operand copies): grown on demand by the context's own thread, freed
+     * at teardown. */
+    struct { float *buf; int64_t floats; } lowp;
     int device;                 /* setup's index: the core of a dp replica */
     pthread_t thread;           /* the thread that called setup (drives the replica) */
     bool pinned;                /* replicas.c pinned it; mask: its affinity before */

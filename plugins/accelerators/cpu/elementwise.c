@@ -1,5 +1,6 @@
 /* Element-wise kernels: fill, axpby, clamp, bias, column sums, activations,
- * dropout.
+ * dropout; f32, f64, f16 and bf16 (the 16-bit ones in fp32, see
+ * CPU_FOR_FLOAT_TYPES in cpu_internal.h).
  *
  * Outputs may alias inputs element for element (y == x in place), so only
  * arguments that can never overlap are `restrict`; GCC versions the loops
@@ -7,7 +8,8 @@
  *
  * `beta == 0` means "overwrite": the old output is never read, so arena
  * memory holding NaN garbage cannot leak in (0 * NaN is NaN). Written as a
- * loop-invariant test in the loop body; GCC unswitches it out of the loop.
+ * loop-invariant test in the loop body; GCC unswitches it out of the loop
+ * (for the 16-bit loops CPU_UNSWITCH does it: cpu_internal.h).
  *
  * GELU is the exact one, 0.5 x (1 + erf(x / sqrt 2)), PyTorch's default
  * (approximate='none'), not the tanh approximation. */
@@ -19,9 +21,10 @@
 
 /* ---- fill, axpby, add_bias, sum_rows --------------------------------------- */
 
-#define DEF_FILL(T, S)                                                                     \
-    static CPU_HOT void fill_##S(T *restrict x, int64_t n, T v) {                          \
-        for (int64_t i = 0; i < n; i++) x[i] = v;                                          \
+#define DEF_FILL(T, S, C, LD, ST)                                                          \
+    static CPU_HOT void fill_##S(T *restrict x, int64_t n, C v) {                          \
+        const T s = ST(v);                                                                 \
+        for (int64_t i = 0; i < n; i++) x[i] = s;                                          \
     }
 CPU_FOR_FLOAT_TYPES(DEF_FILL)
 
@@ -29,9 +32,10 @@ void cpu_fill(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, double v) {
     CPU_DISPATCH(ctx, "fill", t, fill, x, n, v);
 }
 
-#define DEF_AXPBY(T, S)                                                                    \
-    static CPU_HOT void axpby_##S(int64_t n, T a, const T *x, T b, T *y) {                 \
-        for (int64_t i = 0; i < n; i++) y[i] = b == 0 ? a * x[i] : a * x[i] + b * y[i];    \
+#define DEF_AXPBY(T, S, C, LD, ST)                                                         \
+    static CPU_HOT void axpby_##S(int64_t n, C a, const T *x, C b, T *y) {                 \
+        CPU_UNSWITCH(T, C, b == 0, for (int64_t i = 0; i < n; i++)                         \
+            y[i] = ST(b == 0 ? a * LD(x[i]) : a * LD(x[i]) + b * LD(y[i])););              \
     }
 CPU_FOR_FLOAT_TYPES(DEF_AXPBY)
 
@@ -39,10 +43,18 @@ void cpu_axpby(lt_ctx *ctx, lt_dtype t, int64_t n, double a, const void *x, doub
     CPU_DISPATCH(ctx, "axpby", t, axpby, n, a, x, b, y);
 }
 
-/* NaN compares false both ways, so it passes through unchanged. */
-#define DEF_CLAMP(T, S)                                                                    \
-    static CPU_HOT void clamp_##S(T *restrict x, int64_t n, T lo, T hi) {                  \
-        for (int64_t i = 0; i < n; i++) x[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];     \
+/* NaN compares false both ways, so it passes through unchanged. The bounds
+ * are rounded to the dtype first; rounding is monotonic, so clamping to the
+ * rounded bounds is the rounded clamp, and a kept element is kept bit for
+ * bit. */
+#define DEF_CLAMP(T, S, C, LD, ST)                                                         \
+    static CPU_HOT void clamp_##S(T *restrict x, int64_t n, C lo, C hi) {                  \
+        const T lo_t = ST(lo), hi_t = ST(hi);                                              \
+        const C l = LD(lo_t), h = LD(hi_t);                                                \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            C v = LD(x[i]);                                                                \
+            x[i] = v < l ? lo_t : v > h ? hi_t : x[i];                                     \
+        }                                                                                  \
     }
 CPU_FOR_FLOAT_TYPES(DEF_CLAMP)
 
@@ -50,12 +62,12 @@ void cpu_clamp(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, double lo, double hi
     CPU_DISPATCH(ctx, "clamp", t, clamp, x, n, lo, hi);
 }
 
-#define DEF_ADD_BIAS(T, S)                                                                 \
+#define DEF_ADD_BIAS(T, S, C, LD, ST)                                                      \
     static CPU_HOT void add_bias_##S(T *restrict y, const T *restrict bias, int64_t rows,  \
                                      int64_t cols) {                                       \
         for (int64_t r = 0; r < rows; r++) {                                               \
             T *restrict row = y + r * cols;                                                \
-            for (int64_t c = 0; c < cols; c++) row[c] += bias[c];                          \
+            for (int64_t c = 0; c < cols; c++) row[c] = ST(LD(row[c]) + LD(bias[c]));      \
         }                                                                                  \
     }
 CPU_FOR_FLOAT_TYPES(DEF_ADD_BIAS)
@@ -67,16 +79,37 @@ void cpu_add_bias(lt_ctx *ctx, lt_dtype t, void *y, const void *bias, int64_t ro
 
 /* Row by row so the inner loop runs along contiguous memory; out stays in L1
  * for the layer widths an MLP has. */
-#define DEF_SUM_ROWS(T, S)                                                                 \
+#define DEF_SUM_ROWS(T, S, C, LD, ST)                                                      \
     static CPU_HOT void sum_rows_##S(T *restrict out, const T *restrict x, int64_t rows,   \
-                                     int64_t cols, T beta) {                               \
+                                     int64_t cols, C beta) {                               \
         for (int64_t c = 0; c < cols; c++) out[c] = beta == 0 ? 0 : beta * out[c];         \
         for (int64_t r = 0; r < rows; r++) {                                               \
             const T *restrict row = x + r * cols;                                          \
             for (int64_t c = 0; c < cols; c++) out[c] += row[c];                           \
         }                                                                                  \
     }
-CPU_FOR_FLOAT_TYPES(DEF_SUM_ROWS)
+CPU_FOR_WIDE_TYPES(DEF_SUM_ROWS)
+
+/* The 16-bit sums run in fp32, on a stack block of SUM_BLOCK columns at a
+ * time, in the f32 kernel's order (beta * out first, then row by row), and
+ * are rounded once into out. */
+#define SUM_BLOCK 512
+#define DEF_SUM_ROWS_HALF(T, S, C, LD, ST)                                                 \
+    static CPU_HOT void sum_rows_##S(T *restrict out, const T *restrict x, int64_t rows,   \
+                                     int64_t cols, C beta) {                               \
+        C acc[SUM_BLOCK];                                                                  \
+        for (int64_t c0 = 0; c0 < cols; c0 += SUM_BLOCK) {                                 \
+            int64_t w = cols - c0 < SUM_BLOCK ? cols - c0 : SUM_BLOCK;                     \
+            T *restrict o = out + c0;                                                      \
+            for (int64_t c = 0; c < w; c++) acc[c] = beta == 0 ? 0 : beta * LD(o[c]);      \
+            for (int64_t r = 0; r < rows; r++) {                                           \
+                const T *restrict row = x + r * cols + c0;                                 \
+                for (int64_t c = 0; c < w; c++) acc[c] += LD(row[c]);                      \
+            }                                                                              \
+            for (int64_t c = 0; c < w; c++) o[c] = ST(acc[c]);                             \
+        }                                                                                  \
+    }
+CPU_FOR_HALF_TYPES(DEF_SUM_ROWS_HALF)
 
 void cpu_sum_rows(lt_ctx *ctx, lt_dtype t, void *out, const void *x, int64_t rows, int64_t cols,
                   double beta) {
@@ -86,43 +119,47 @@ void cpu_sum_rows(lt_ctx *ctx, lt_dtype t, void *out, const void *x, int64_t row
 /* ---- activations ----------------------------------------------------------- */
 
 /* `x < 0 ? 0 : x` rather than `x > 0 ? x : 0` so NaN propagates, as in
- * PyTorch; the loss scaler relies on seeing it. */
-#define DEF_ACT_FWD(T, S)                                                                  \
+ * PyTorch; the loss scaler relies on seeing it. The kept element is copied
+ * as stored (no rounding). */
+#define DEF_ACT_FWD(T, S, C, LD, ST)                                                       \
     static CPU_HOT void relu_fwd_##S(T *y, const T *x, int64_t n) {                        \
-        for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0 ? 0 : x[i];                        \
+        for (int64_t i = 0; i < n; i++) y[i] = LD(x[i]) < 0 ? (T)0 : x[i];                 \
     }                                                                                      \
     static void tanh_fwd_##S(T *y, const T *x, int64_t n) {                                \
-        for (int64_t i = 0; i < n; i++) y[i] = tanh(x[i]);                                 \
+        for (int64_t i = 0; i < n; i++) y[i] = ST(tanh(LD(x[i])));                         \
     }                                                                                      \
     static void gelu_fwd_##S(T *y, const T *x, int64_t n) {                                \
-        for (int64_t i = 0; i < n; i++)                                                    \
-            y[i] = (T)0.5 * x[i] * (1 + erf(x[i] * (T)M_SQRT1_2));                         \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            C v = LD(x[i]);                                                                \
+            y[i] = ST((C)0.5 * v * (1 + erf(v * (C)M_SQRT1_2)));                           \
+        }                                                                                  \
     }
 CPU_FOR_FLOAT_TYPES(DEF_ACT_FWD)
 
 /* ReLU's gradient gates on the output like PyTorch's threshold_backward
  * (zero where y <= 0); tanh's uses the output too (1 - y^2); GELU's needs x. */
-#define DEF_ACT_BWD(T, S)                                                                  \
-    static CPU_HOT void relu_bwd_##S(T *dx, const T *dy, const T *y, int64_t n, T beta) {  \
-        for (int64_t i = 0; i < n; i++) {                                                  \
-            T d = dy[i], out = y[i]; /* unconditional loads: SSE2 has no masked ones */    \
-            T g = out <= 0 ? 0 : d;                                                        \
-            dx[i] = beta == 0 ? g : beta * dx[i] + g;                                      \
-        }                                                                                  \
+#define DEF_ACT_BWD(T, S, C, LD, ST)                                                       \
+    static CPU_HOT void relu_bwd_##S(T *dx, const T *dy, const T *y, int64_t n, C beta) {  \
+        CPU_UNSWITCH(T, C, beta == 0, for (int64_t i = 0; i < n; i++) {                    \
+            /* unconditional loads: SSE2 has no masked ones */                             \
+            C d = LD(dy[i]), out = LD(y[i]);                                               \
+            C g = out <= 0 ? 0 : d;                                                        \
+            dx[i] = ST(beta == 0 ? g : beta * LD(dx[i]) + g);                              \
+        });                                                                                \
     }                                                                                      \
-    static CPU_HOT void tanh_bwd_##S(T *dx, const T *dy, const T *y, int64_t n, T beta) {  \
-        for (int64_t i = 0; i < n; i++) {                                                  \
-            T g = dy[i] * (1 - y[i] * y[i]);                                               \
-            dx[i] = beta == 0 ? g : beta * dx[i] + g;                                      \
-        }                                                                                  \
+    static CPU_HOT void tanh_bwd_##S(T *dx, const T *dy, const T *y, int64_t n, C beta) {  \
+        CPU_UNSWITCH(T, C, beta == 0, for (int64_t i = 0; i < n; i++) {                    \
+            C g = LD(dy[i]) * (1 - LD(y[i]) * LD(y[i]));                                   \
+            dx[i] = ST(beta == 0 ? g : beta * LD(dx[i]) + g);                              \
+        });                                                                                \
     }                                                                                      \
-    static void gelu_bwd_##S(T *dx, const T *dy, const T *x, int64_t n, T beta) {          \
+    static void gelu_bwd_##S(T *dx, const T *dy, const T *x, int64_t n, C beta) {          \
         for (int64_t i = 0; i < n; i++) {                                                  \
-            T v = x[i];                                                                    \
-            T cdf = (T)0.5 * (1 + erf(v * (T)M_SQRT1_2));                                  \
-            T pdf = (T)INV_SQRT_2PI * exp((T)-0.5 * v * v);                                \
-            T g = dy[i] * (cdf + v * pdf);                                                 \
-            dx[i] = beta == 0 ? g : beta * dx[i] + g;                                      \
+            C v = LD(x[i]);                                                                \
+            C cdf = (C)0.5 * (1 + erf(v * (C)M_SQRT1_2));                                  \
+            C pdf = (C)INV_SQRT_2PI * exp((C)-0.5 * v * v);                                \
+            C g = LD(dy[i]) * (cdf + v * pdf);                                             \
+            dx[i] = ST(beta == 0 ? g : beta * LD(dx[i]) + g);                              \
         }                                                                                  \
     }                                                                                      \
     static void act_fwd_##S(lt_ctx *ctx, lt_act f, T *y, const T *x, int64_t n) {          \
@@ -134,7 +171,7 @@ CPU_FOR_FLOAT_TYPES(DEF_ACT_FWD)
         }                                                                                  \
     }                                                                                      \
     static void act_bwd_##S(lt_ctx *ctx, lt_act f, T *dx, const T *dy, const T *x,         \
-                            const T *y, int64_t n, T beta) {                               \
+                            const T *y, int64_t n, C beta) {                               \
         switch (f) {                                                                       \
         case LT_ACT_RELU: relu_bwd_##S(dx, dy, y, n, beta); break;                         \
         case LT_ACT_TANH: tanh_bwd_##S(dx, dy, y, n, beta); break;                         \
@@ -156,25 +193,26 @@ void cpu_act_bwd(lt_ctx *ctx, lt_dtype t, lt_act f, void *dx, const void *dy, co
 /* ---- dropout --------------------------------------------------------------- */
 
 /* Element i is kept iff its 53 random bits reach ceil(p * 2^53) (rng.h);
- * p * 2^53 is exact in double, so the threshold is the same everywhere. */
+ * p * 2^53 is exact in double, so the threshold is the same everywhere, and
+ * the mask does not depend on the dtype. */
 static uint64_t keep_threshold(double p) { return (uint64_t)ceil(p * 0x1p53); }
 
-#define DEF_DROPOUT(T, S)                                                                  \
+#define DEF_DROPOUT(T, S, C, LD, ST)                                                       \
     static CPU_HOT void dropout_fwd_##S(T *y, uint8_t *restrict mask, const T *x, int64_t n, \
-                                        uint64_t thr, T scale, uint64_t key, uint64_t off) { \
+                                        uint64_t thr, C scale, uint64_t key, uint64_t off) { \
         for (int64_t i = 0; i < n; i++) {                                                  \
             uint8_t keep = (cpu_rng_bits(key, off + (uint64_t)i) >> 11) >= thr;            \
             mask[i] = keep;                                                                \
-            y[i] = keep ? x[i] * scale : 0;                                                \
+            y[i] = keep ? ST(LD(x[i]) * scale) : (T)0;                                     \
         }                                                                                  \
     }                                                                                      \
     static CPU_HOT void dropout_bwd_##S(T *dx, const T *dy, const uint8_t *restrict mask,  \
-                                        int64_t n, T scale, T beta) {                      \
-        for (int64_t i = 0; i < n; i++) {                                                  \
-            T d = dy[i];                                                                   \
-            T g = mask[i] ? d * scale : 0;                                                 \
-            dx[i] = beta == 0 ? g : beta * dx[i] + g;                                      \
-        }                                                                                  \
+                                        int64_t n, C scale, C beta) {                      \
+        CPU_UNSWITCH(T, C, beta == 0, for (int64_t i = 0; i < n; i++) {                    \
+            C d = LD(dy[i]);                                                               \
+            C g = mask[i] ? d * scale : 0;                                                 \
+            dx[i] = ST(beta == 0 ? g : beta * LD(dx[i]) + g);                              \
+        });                                                                                \
     }
 CPU_FOR_FLOAT_TYPES(DEF_DROPOUT)
 

@@ -1,9 +1,9 @@
 /* GEMM: lt's kernels (AVX-512 or AVX2, chosen at setup) for f32 calls with
  * a short dimension (see gemm_short.c), OpenBLAS's row-major CBLAS for the
- * rest. */
+ * rest; f16 and bf16 through fp32 (gemm_lowp.c). */
 #include <cblas.h>
 #include <limits.h>
-#include "cpu_internal.h"
+#include "gemm_lowp.h"
 
 static int64_t max1(int64_t x) { return x > 1 ? x : 1; }
 
@@ -35,26 +35,36 @@ static bool gemm_args_ok(lt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, in
     return true;
 }
 
+void cpu_sgemm_f32(cpu_state *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                   int64_t ldc) {
+    if (s && s->sgemm && k > 0 &&
+        s->sgemm(&s->gemm_scratch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+        return;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
 void cpu_gemm(lt_ctx *ctx, lt_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
               double alpha, const void *a, int64_t lda, const void *b, int64_t ldb, double beta,
               void *c, int64_t ldc) {
-    if (t != LT_F32 && t != LT_F64) {
-        cpu_bad_dtype(ctx, "gemm", t, "f32 or f64");
+    if (t != LT_F32 && t != LT_F64 && t != LT_F16 && t != LT_BF16) {
+        cpu_bad_dtype(ctx, "gemm", t, "f32, f64, f16 or bf16");
         return;
     }
     if (!gemm_args_ok(ctx, ta, tb, m, n, k, lda, ldb, ldc)) return;
     if (m == 0 || n == 0) return;
-    enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
-    enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
     cpu_state *s = lt_ctx_state(ctx);
-    if (t == LT_F32 && s && s->sgemm && k > 0 &&
-        s->sgemm(&s->gemm_scratch, ta, tb, m, n, k, (float)alpha, a, lda, b, ldb, (float)beta,
-                 c, ldc))
-        return;
-    if (t == LT_F32)
-        cblas_sgemm(CblasRowMajor, opa, opb, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b,
-                    (int)ldb, (float)beta, c, (int)ldc);
-    else
-        cblas_dgemm(CblasRowMajor, opa, opb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
-                    (int)ldb, beta, c, (int)ldc);
+    if (t == LT_F32) {
+        cpu_sgemm_f32(s, ta, tb, m, n, k, (float)alpha, a, lda, b, ldb, (float)beta, c, ldc);
+    } else if (t == LT_F64) {
+        cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    } else if (!s) { /* the 16-bit path keeps its fp32 copies in the context */
+        cpu_fail(ctx, LT_ERR_STATE, "cpu gemm: a %s GEMM before setup; call setup first",
+                 lt_dtype_name(t));
+    } else {
+        cpu_gemm_lowp(ctx, s, t, ta, tb, m, n, k, (float)alpha, a, lda, b, ldb, (float)beta, c,
+                      ldc);
+    }
 }

@@ -1,7 +1,8 @@
 /* Losses: softmax cross-entropy (stable log-sum-exp), mean squared error,
  * and the accuracy count. Sums over rows and elements are kept in double so
  * a large batch does not lose the small terms; per-element maths stays in
- * the dtype. */
+ * the dtype, fp32 for f16 and bf16 (probs and loss are stored in the dtype,
+ * each rounded once). */
 #include <tgmath.h>
 #include "cpu_internal.h"
 
@@ -17,20 +18,29 @@ static void bad_label(lt_ctx *ctx, const char *kernel, int64_t row, int32_t labe
 /* Subtracting the row maximum keeps every exp() in (0, 1]: no overflow, and
  * at least one term is 1 so the log never sees 0. The loss of a row is
  * log(sum) - (x[label] - max). A bad label makes the loss NaN as well as
- * parking an error, so a caller that forgets to synchronize still notices. */
-#define DEF_XENT_FWD(T, S)                                                                 \
+ * parking an error, so a caller that forgets to synchronize still notices.
+ * f32 and f64 keep the exponentials in p until they are normalised; a
+ * 16-bit p cannot hold them without a second rounding, so those dtypes
+ * compute exp() again in the normalising pass (the same values). */
+#define DEF_XENT_FWD(T, S, C, LD, ST)                                                      \
     static double xent_row_##S(const T *restrict x, T *restrict p, int64_t cols,           \
                                int32_t label) {                                            \
-        T mx = x[0];                                                                       \
-        for (int64_t c = 1; c < cols; c++) mx = x[c] > mx ? x[c] : mx;                     \
+        C mx = LD(x[0]);                                                                   \
+        for (int64_t c = 1; c < cols; c++) mx = LD(x[c]) > mx ? LD(x[c]) : mx;             \
         double sum = 0;                                                                    \
-        for (int64_t c = 0; c < cols; c++) {                                               \
-            p[c] = exp(x[c] - mx);                                                         \
-            sum += p[c];                                                                   \
+        if (sizeof(T) == sizeof(C)) {                                                      \
+            for (int64_t c = 0; c < cols; c++) {                                           \
+                p[c] = ST(exp(LD(x[c]) - mx));                                             \
+                sum += LD(p[c]);                                                           \
+            }                                                                              \
+            C inv = (C)(1 / sum);                                                          \
+            for (int64_t c = 0; c < cols; c++) p[c] = ST(LD(p[c]) * inv);                  \
+        } else {                                                                           \
+            for (int64_t c = 0; c < cols; c++) sum += exp(LD(x[c]) - mx);                  \
+            C inv = (C)(1 / sum);                                                          \
+            for (int64_t c = 0; c < cols; c++) p[c] = ST(exp(LD(x[c]) - mx) * inv);        \
         }                                                                                  \
-        T inv = (T)(1 / sum);                                                              \
-        for (int64_t c = 0; c < cols; c++) p[c] *= inv;                                    \
-        return log(sum) - (double)(x[label] - mx);                                         \
+        return log(sum) - (double)(LD(x[label]) - mx);                                     \
     }                                                                                      \
     static void xent_fwd_##S(lt_ctx *ctx, const T *logits, const int32_t *labels,          \
                              int64_t rows, int64_t cols, T *probs, T *loss) {              \
@@ -43,7 +53,7 @@ static void bad_label(lt_ctx *ctx, const char *kernel, int64_t row, int32_t labe
             }                                                                              \
             total += xent_row_##S(logits + r * cols, probs + r * cols, cols, labels[r]);   \
         }                                                                                  \
-        loss[0] = rows > 0 ? (T)(total / (double)rows) : 0;                                \
+        loss[0] = ST(rows > 0 ? (C)(total / (double)rows) : 0);                            \
     }
 CPU_FOR_FLOAT_TYPES(DEF_XENT_FWD)
 
@@ -58,15 +68,15 @@ void cpu_xent_fwd(lt_ctx *ctx, lt_dtype t, const void *logits, const int32_t *la
 }
 
 /* May run in place (dlogits == probs). */
-#define DEF_XENT_BWD(T, S)                                                                 \
+#define DEF_XENT_BWD(T, S, C, LD, ST)                                                      \
     static CPU_HOT void xent_bwd_row_##S(T *d, const T *p, int64_t cols, int64_t label,    \
-                                         T scale) {                                        \
-        T at_label = label >= 0 ? p[label] : 0; /* read before d (maybe == p) is written */ \
-        for (int64_t c = 0; c < cols; c++) d[c] = scale * p[c];                            \
-        if (label >= 0) d[label] = scale * (at_label - 1);                                 \
+                                         C scale) {                                        \
+        C at_label = label >= 0 ? LD(p[label]) : 0; /* read before d (maybe == p) is written */ \
+        for (int64_t c = 0; c < cols; c++) d[c] = ST(scale * LD(p[c]));                    \
+        if (label >= 0) d[label] = ST(scale * (at_label - 1));                             \
     }                                                                                      \
     static void xent_bwd_##S(lt_ctx *ctx, T *dlogits, const T *probs, const int32_t *labels, \
-                             int64_t rows, int64_t cols, T scale) {                        \
+                             int64_t rows, int64_t cols, C scale) {                        \
         for (int64_t r = 0; r < rows; r++) {                                               \
             int64_t label = labels[r];                                                     \
             if (!label_ok(labels[r], cols)) {                                              \
@@ -83,19 +93,19 @@ void cpu_xent_bwd(lt_ctx *ctx, lt_dtype t, void *dlogits, const void *probs,
     CPU_DISPATCH(ctx, "xent_bwd", t, xent_bwd, ctx, dlogits, probs, labels, rows, cols, scale);
 }
 
-#define DEF_MSE(T, S)                                                                      \
+#define DEF_MSE(T, S, C, LD, ST)                                                           \
     static void mse_fwd_##S(const T *restrict pred, const T *restrict target, int64_t n,   \
                             T *loss) {                                                     \
         double total = 0;                                                                  \
         for (int64_t i = 0; i < n; i++) {                                                  \
-            double d = (double)pred[i] - (double)target[i];                                \
+            double d = (double)LD(pred[i]) - (double)LD(target[i]);                        \
             total += d * d;                                                                \
         }                                                                                  \
-        loss[0] = n > 0 ? (T)(total / (double)n) : 0;                                      \
+        loss[0] = ST(n > 0 ? (C)(total / (double)n) : 0);                                  \
     }                                                                                      \
     static CPU_HOT void mse_bwd_##S(T *dpred, const T *pred, const T *target, int64_t n,   \
-                                    T k) {                                                 \
-        for (int64_t i = 0; i < n; i++) dpred[i] = k * (pred[i] - target[i]);              \
+                                    C k) {                                                 \
+        for (int64_t i = 0; i < n; i++) dpred[i] = ST(k * (LD(pred[i]) - LD(target[i])));  \
     }
 CPU_FOR_FLOAT_TYPES(DEF_MSE)
 
@@ -112,11 +122,11 @@ void cpu_mse_bwd(lt_ctx *ctx, lt_dtype t, void *dpred, const void *pred, const v
 
 /* Arg-max takes the first maximum, and a NaN counts as the maximum, like
  * torch.argmax. A bad label is simply not a match. */
-#define DEF_COUNT(T, S)                                                                    \
+#define DEF_COUNT(T, S, C, LD, ST)                                                         \
     static int64_t argmax_##S(const T *x, int64_t cols) {                                  \
         int64_t best = 0;                                                                  \
-        for (int64_t c = 1; c < cols && !isnan(x[best]); c++)                              \
-            if (x[c] > x[best] || isnan(x[c])) best = c;                                   \
+        for (int64_t c = 1; c < cols && !isnan(LD(x[best])); c++)                          \
+            if (LD(x[c]) > LD(x[best]) || isnan(LD(x[c]))) best = c;                       \
         return best;                                                                       \
     }                                                                                      \
     static void count_correct_##S(const T *logits, const int32_t *labels, int64_t rows,    \

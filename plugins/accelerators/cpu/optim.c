@@ -1,7 +1,10 @@
 /* Optimizer steps over one flat buffer, following torch.optim's update rules
  * (PyTorch 1.13 _single_tensor_sgd / _single_tensor_adamw, maximize=False,
  * amsgrad=False). Scalars are derived in double, then each loop runs in the
- * dtype, as PyTorch does with Python floats and tensor ops. */
+ * dtype, as PyTorch does with Python floats and tensor ops. With f16 or bf16
+ * (16-true, bf16-true) param, grad and state are all 16-bit: each element is
+ * read into fp32, updated as in the f32 loop, and param and state are stored
+ * rounded once (PyTorch rounds after every tensor op instead). */
 #include <tgmath.h>
 #include "cpu_internal.h"
 
@@ -12,30 +15,31 @@
  *   p -= lr * d
  * The buffer is neither read nor written when momentum == 0 (it may be
  * NULL), and not read on the first step (it may be uninitialised). */
-#define DEF_SGD(T, S)                                                                      \
-    static CPU_HOT void sgd_plain_##S(T *restrict p, const T *restrict g, int64_t n, T lr, \
-                                      T wd) {                                              \
-        for (int64_t i = 0; i < n; i++) {                                                  \
-            T d = wd == 0 ? g[i] : g[i] + wd * p[i];                                       \
-            p[i] -= lr * d;                                                                \
-        }                                                                                  \
+#define DEF_SGD(T, S, C, LD, ST)                                                           \
+    static CPU_HOT void sgd_plain_##S(T *restrict p, const T *restrict g, int64_t n, C lr, \
+                                      C wd) {                                              \
+        CPU_UNSWITCH(T, C, wd == 0, for (int64_t i = 0; i < n; i++) {                      \
+            C d = wd == 0 ? LD(g[i]) : LD(g[i]) + wd * LD(p[i]);                           \
+            p[i] = ST(LD(p[i]) - lr * d);                                                  \
+        });                                                                                \
     }                                                                                      \
     static CPU_HOT void sgd_momentum_##S(T *restrict p, const T *restrict g,               \
-                                         T *restrict buf, int64_t n, T lr, T wd, T mom,    \
-                                         T keep, int nesterov, int first) {                \
+                                         T *restrict buf, int64_t n, C lr, C wd, C mom,    \
+                                         C keep, int nesterov, int first) {                \
+        CPU_UNSWITCH(T, C, wd == 0, CPU_UNSWITCH(T, C, first, CPU_UNSWITCH(T, C, nesterov, \
         for (int64_t i = 0; i < n; i++) {                                                  \
-            T d = wd == 0 ? g[i] : g[i] + wd * p[i];                                       \
-            T b = first ? d : mom * buf[i] + keep * d;                                     \
-            buf[i] = b;                                                                    \
-            p[i] -= lr * (nesterov ? d + mom * b : b);                                     \
-        }                                                                                  \
+            C d = wd == 0 ? LD(g[i]) : LD(g[i]) + wd * LD(p[i]);                           \
+            C b = first ? d : mom * LD(buf[i]) + keep * d;                                 \
+            buf[i] = ST(b);                                                                \
+            p[i] = ST(LD(p[i]) - lr * (nesterov ? d + mom * b : b));                       \
+        });););                                                                            \
     }                                                                                      \
     static void sgd_##S(T *p, const T *g, T *buf, int64_t n, const lt_sgd_args *a) {       \
         if (a->momentum == 0)                                                              \
-            sgd_plain_##S(p, g, n, (T)a->lr, (T)a->weight_decay);                          \
+            sgd_plain_##S(p, g, n, (C)a->lr, (C)a->weight_decay);                          \
         else                                                                               \
-            sgd_momentum_##S(p, g, buf, n, (T)a->lr, (T)a->weight_decay, (T)a->momentum,   \
-                             (T)(1 - a->dampening), a->nesterov, a->first_step);           \
+            sgd_momentum_##S(p, g, buf, n, (C)a->lr, (C)a->weight_decay, (C)a->momentum,   \
+                             (C)(1 - a->dampening), a->nesterov, a->first_step);           \
     }
 CPU_FOR_FLOAT_TYPES(DEF_SGD)
 
@@ -74,23 +78,23 @@ static adamw_coef adamw_coefs(const lt_adamw_args *a) {
     };
 }
 
-#define DEF_ADAMW(T, S)                                                                    \
+#define DEF_ADAMW(T, S, C, LD, ST)                                                         \
     static CPU_HOT void adamw_loop_##S(T *restrict p, const T *restrict g, T *restrict m,  \
-                                       T *restrict v, int64_t n, T decay, T b1, T c1,      \
-                                       T b2, T c2, T step_size, T bc2_sqrt, T eps) {       \
+                                       T *restrict v, int64_t n, C decay, C b1, C c1,      \
+                                       C b2, C c2, C step_size, C bc2_sqrt, C eps) {       \
         for (int64_t i = 0; i < n; i++) {                                                  \
-            T gi = g[i];                                                                   \
-            T mi = b1 * m[i] + c1 * gi;                                                    \
-            T vi = b2 * v[i] + c2 * gi * gi;                                               \
-            m[i] = mi;                                                                     \
-            v[i] = vi;                                                                     \
-            p[i] = p[i] * decay - step_size * (mi / (sqrt(vi) / bc2_sqrt + eps));          \
+            C gi = LD(g[i]);                                                               \
+            C mi = b1 * LD(m[i]) + c1 * gi;                                                \
+            C vi = b2 * LD(v[i]) + c2 * gi * gi;                                           \
+            m[i] = ST(mi);                                                                 \
+            v[i] = ST(vi);                                                                 \
+            p[i] = ST(LD(p[i]) * decay - step_size * (mi / (sqrt(vi) / bc2_sqrt + eps)));  \
         }                                                                                  \
     }                                                                                      \
     static void adamw_##S(T *p, const T *g, T *m, T *v, int64_t n, const adamw_coef *k) {  \
-        adamw_loop_##S(p, g, m, v, n, (T)k->decay, (T)k->beta1, (T)k->one_m_beta1,         \
-                       (T)k->beta2, (T)k->one_m_beta2, (T)k->step_size,                    \
-                       (T)k->bc2_sqrt, (T)k->eps);                                     \
+        adamw_loop_##S(p, g, m, v, n, (C)k->decay, (C)k->beta1, (C)k->one_m_beta1,         \
+                       (C)k->beta2, (C)k->one_m_beta2, (C)k->step_size,                    \
+                       (C)k->bc2_sqrt, (C)k->eps);                                         \
     }
 CPU_FOR_FLOAT_TYPES(DEF_ADAMW)
 

@@ -54,10 +54,18 @@ typedef struct lt_adamw_args {
 } lt_adamw_args;
 
 /* The compute table. All pointers are device pointers of the accelerator
- * except those named *_host. Row-major. dtype is LT_F32 or LT_F64 unless said;
- * a kernel given a dtype it does not support records the error, reported by
- * the next synchronize(). Kernels are not hooks: they return nothing so the
- * hot path carries no checks; arguments are validated by the nn layer. */
+ * except those named *_host. Row-major. dtype is LT_F32, LT_F64, LT_F16 or
+ * LT_BF16 unless said (a kernel given a dtype it does not support records
+ * the error, reported by the next synchronize(); the trainer runs each
+ * kernel a precision needs once before training, so a missing 16-bit kernel
+ * is named up front). A 16-bit kernel computes what the f32 kernel computes
+ * on the widened inputs (GEMM: fp32 accumulation) and rounds each stored
+ * result once, to nearest even, NaN kept; sums over elements stay in fp32 or
+ * wider. All buffers of a call share the dtype: probs and loss of xent_fwd
+ * and mse_fwd, the optimizer state with param and grad. rand_fill in 16 bits
+ * gives the f32 values rounded; dropout's mask depends only on (seed,
+ * offset), never on the dtype. Kernels are not hooks: they return nothing so
+ * the hot path carries no checks; arguments are validated by the nn layer. */
 typedef struct lt_kernels {
     uint32_t struct_size;
     /* C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C; op transposes when ta/tb. */
@@ -65,7 +73,8 @@ typedef struct lt_kernels {
                  double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
                  double beta, void *c, int64_t ldc);
     void (*fill)(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, double v);
-    /* y = a * x + b * y */
+    /* y = a * x + b * y; x may be y (in place: each y[i] is read before it
+     * is written), and b == 0 does not read y. */
     void (*axpby)(lt_ctx *ctx, lt_dtype t, int64_t n, double a, const void *x, double b, void *y);
     /* y[r, c] += bias[c] */
     void (*add_bias)(lt_ctx *ctx, lt_dtype t, void *y, const void *bias, int64_t rows,

@@ -1028,14 +1028,18 @@ static void test_unsupported_dtype(void) {
     expect_sync_ok();
     int32_t ib[4] = {0};
     K->gemm(C, LT_I32, false, false, 2, 2, 2, 1, ib, 2, ib, 2, 0, ib, 2);
-    K->fill(C, LT_F16, ib, 4, 1.0); /* a second error: the first is the one reported */
+    K->fill(C, LT_I8, ib, 4, 1.0); /* a second error: the first is the one reported */
     CU_ASSERT_EQUAL(g_acc->synchronize(C), LT_ERR_UNSUPPORTED);
     CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(C), "gemm"));
     CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(C), "i32"));
     expect_sync_ok(); /* cleared once reported */
-    K->act_bwd(C, LT_BF16, LT_ACT_RELU, ib, ib, ib, ib, 4, 0);
+    /* The element-wise kernels take the 16-bit formats too
+     * (test_cpu_kernels_lowp.c); an integer dtype is named with the list. */
+    K->act_bwd(C, LT_I32, LT_ACT_RELU, ib, ib, ib, ib, 4, 0);
     CU_ASSERT_EQUAL(g_acc->synchronize(C), LT_ERR_UNSUPPORTED);
     CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(C), "act_bwd"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(C), "i32"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(C), "f32, f64, f16 or bf16"));
 }
 
 int main(void) {
