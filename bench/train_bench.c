@@ -24,7 +24,11 @@
  * rounds is the GEMM-only step time. fraction = gemm_step / lt_step.
  *
  * Output: one machine-readable "lt batch=..." line per batch size (key=value),
- * plus "gemm batch=... shape=..." detail lines. OpenBLAS runs one thread: this
+ * plus "gemm batch=... shape=..." detail lines. --gemm-secs 0 skips the GEMM
+ * reference (no gemm_* fields, no detail lines), so that the process's peak
+ * RSS is the training runs' alone (bench/run_precision_bench.sh). Each lt
+ * line ends precision=NAME: trainer.precision as the last --set gave it
+ * (32-true when none did). OpenBLAS runs one thread: this
  * program sets OPENBLAS_NUM_THREADS=1 and calls openblas_set_num_threads(1)
  * before the first trainer exists. */
 #define _GNU_SOURCE /* nftw, mkdtemp */
@@ -98,6 +102,16 @@ static const char *g_model = "mlp";
 enum { MAX_EXTRA = 16 };
 static const char *g_extra[MAX_EXTRA];
 static int g_nextra;
+
+/* The precision lt's runs use: the last --set trainer.precision=... (it
+ * overrides the 32-true in run_lt's list, which the --set values follow). */
+static const char *precision_name(void) {
+    static const char key[] = "trainer.precision=";
+    const char *p = "32-true";
+    for (int i = 0; i < g_nextra; i++)
+        if (!strncmp(g_extra[i], key, sizeof key - 1)) p = g_extra[i] + sizeof key - 1;
+    return p;
+}
 
 static int run_lt(int64_t batch, int64_t steps, const char *root, fit_result *out) {
     char s_batch[64], s_steps[64], s_dir[1100], s_root[1100];
@@ -257,7 +271,7 @@ static void usage(void) {
             "  --model          mlp: 784-512-512-10 (default); cnn: the CNN example, no GEMM reference\n"
             "  --samples        samples the long lt run trains (default 110000 = 2 epochs)\n"
             "  --short-samples  samples the short lt run trains (default samples/10)\n"
-            "  --gemm-secs      seconds spent timing the GEMM-only step (default 1)\n"
+            "  --gemm-secs      seconds spent timing the GEMM-only step (default 1; 0 skips it)\n"
             "env: LT_FASHION_MNIST_DIR (default /usr/share/datasets/fashion-mnist)\n");
 }
 
@@ -328,13 +342,16 @@ int main(int argc, char **argv) {
          * the run lost its core to other work (a shared machine). */
         double cpu_step_s = (rl.cpu_s - rs.cpu_s) / dsteps;
 
-        if (!strcmp(g_model, "cnn")) { /* no GEMM reference: the convolutions' GEMMs vary per layer */
-            printf("lt model=cnn batch=%lld samples_per_s=%.0f step_ms=%.4f naive_samples_per_s=%.0f "
+        bool cnn = !strcmp(g_model, "cnn");
+        /* No GEMM reference for the CNN (its convolutions' GEMMs vary per layer)
+         * nor when --gemm-secs 0 asked for none. */
+        if (cnn || gemm_secs <= 0) {
+            printf("lt %sbatch=%lld samples_per_s=%.0f step_ms=%.4f naive_samples_per_s=%.0f "
                    "fit_long_s=%.3f fit_short_s=%.3f steps_long=%lld steps_short=%lld cpu_step_ms=%.4f "
-                   "train_loss=%.4f\n",
-                   (long long)b, (double)b / step_s, step_s * 1e3, naive, rl.fit_s, rs.fit_s,
-                   (long long)steps_long, (long long)steps_short, cpu_step_s * 1e3,
-                   rl.have_loss ? rl.train_loss : -1.0);
+                   "train_loss=%.4f precision=%s\n",
+                   cnn ? "model=cnn " : "", (long long)b, (double)b / step_s, step_s * 1e3, naive,
+                   rl.fit_s, rs.fit_s, (long long)steps_long, (long long)steps_short,
+                   cpu_step_s * 1e3, rl.have_loss ? rl.train_loss : -1.0, precision_name());
             fflush(stdout);
             continue;
         }
@@ -344,11 +361,12 @@ int main(int argc, char **argv) {
         double flops = step_flops(b);
         printf("lt batch=%lld samples_per_s=%.0f step_ms=%.4f gemm_step_ms=%.4f gemm_fraction=%.3f "
                "lt_gflops=%.1f gemm_gflops=%.1f naive_samples_per_s=%.0f fit_long_s=%.3f "
-               "fit_short_s=%.3f steps_long=%lld steps_short=%lld cpu_step_ms=%.4f train_loss=%.4f\n",
+               "fit_short_s=%.3f steps_long=%lld steps_short=%lld cpu_step_ms=%.4f train_loss=%.4f "
+               "precision=%s\n",
                (long long)b, (double)b / step_s, step_s * 1e3, gemm_s * 1e3, gemm_s / step_s,
                flops / step_s * 1e-9, flops / gemm_s * 1e-9, naive, rl.fit_s, rs.fit_s,
                (long long)steps_long, (long long)steps_short, cpu_step_s * 1e3,
-               rl.have_loss ? rl.train_loss : -1.0);
+               rl.have_loss ? rl.train_loss : -1.0, precision_name());
         for (int i = 0; i < ncalls; i++) {
             const gemm_call *g = &calls[i];
             printf("gemm batch=%lld call=%s m=%d n=%d k=%d trans=%c%c best_ms=%.4f gflops=%.1f\n",

@@ -222,20 +222,54 @@ lt_tensor *lt_flatten(lt_step *s, lt_tensor *x) {
 
 /* ---- losses ---------------------------------------------------------------- */
 
+/* Losses compute in fp32 when the model computes in 16 bits (autocast's
+ * rule: softmax, log and the mean over a batch lose too much in 16 bits);
+ * the loss is then an f32 tensor and only the gradient handed back to the
+ * layers is 16-bit. */
+static lt_dtype loss_dtype(lt_dtype t) { return t == LT_F16 || t == LT_BF16 ? LT_F32 : t; }
+
+/* x's values in the loss dtype: x itself, or an fp32 copy in the step arena. */
+static const void *loss_input(lt_step *s, const lt_tensor *x) {
+    lt_dtype lt = loss_dtype(x->dtype);
+    if (lt == x->dtype) return x->data;
+    void *c = lt_step_scratch(s, (size_t)x->numel * lt_dtype_size(lt));
+    if (c) K(s)->cast(KC(s), lt, c, x->dtype, x->data, x->numel);
+    return c;
+}
+
+/* Writes (beta 0) or adds (beta 1) a gradient computed in the loss dtype
+ * into x's gradient buffer g, in x's dtype. */
+static void loss_grad_out(lt_step *s, lt_tensor *x, void *g, double beta, const void *src) {
+    lt_dtype lt = loss_dtype(x->dtype);
+    if (beta == 0.0) {
+        K(s)->cast(KC(s), x->dtype, g, lt, src, x->numel);
+        return;
+    }
+    const void *add = src;
+    if (lt != x->dtype) {
+        void *c = lt_step_scratch(s, (size_t)x->numel * lt_dtype_size(x->dtype));
+        if (!c) return;
+        K(s)->cast(KC(s), x->dtype, c, lt, src, x->numel);
+        add = c;
+    }
+    K(s)->axpby(KC(s), x->dtype, x->numel, 1.0, add, 1.0, g);
+}
+
 static void xent_bwd(lt_step *s, lt_node *n, double seed) {
     lt_tensor *x = n->in[0], *labels = n->in[1];
     if (!x->requires_grad) return;
     int64_t rows = x->shape[0], cols = x->shape[1];
+    lt_dtype lt = loss_dtype(x->dtype);
     void *g;
     double beta = lt_grad_target(s, x, &g);
-    if (beta == 0.0) {
-        K(s)->xent_bwd(KC(s), x->dtype, g, n->saved, labels->data, rows, cols, seed / (double)rows);
+    if (beta == 0.0 && lt == x->dtype) {
+        K(s)->xent_bwd(KC(s), lt, g, n->saved, labels->data, rows, cols, seed / (double)rows);
         return;
     }
-    void *tmp = lt_step_scratch(s, (size_t)x->numel * lt_dtype_size(x->dtype));
+    void *tmp = lt_step_scratch(s, (size_t)x->numel * lt_dtype_size(lt));
     if (!tmp) return;
-    K(s)->xent_bwd(KC(s), x->dtype, tmp, n->saved, labels->data, rows, cols, seed / (double)rows);
-    K(s)->axpby(KC(s), x->dtype, x->numel, 1.0, tmp, 1.0, g);
+    K(s)->xent_bwd(KC(s), lt, tmp, n->saved, labels->data, rows, cols, seed / (double)rows);
+    loss_grad_out(s, x, g, beta, tmp);
 }
 
 lt_tensor *lt_cross_entropy(lt_step *s, lt_tensor *logits, const lt_tensor *labels) {
@@ -248,29 +282,32 @@ lt_tensor *lt_cross_entropy(lt_step *s, lt_tensor *logits, const lt_tensor *labe
         return NULL;
     }
     int64_t one[1] = {1};
-    lt_tensor *loss = lt_step_new_tensor(s, logits->dtype, 1, one, logits->requires_grad);
-    void *probs = lt_step_scratch(s, (size_t)logits->numel * lt_dtype_size(logits->dtype));
-    if (!loss || !probs) return NULL;
-    K(s)->xent_fwd(KC(s), logits->dtype, logits->data, labels->data, logits->shape[0],
-                   logits->shape[1], probs, loss->data);
+    lt_dtype lt = loss_dtype(logits->dtype);
+    lt_tensor *loss = lt_step_new_tensor(s, lt, 1, one, logits->requires_grad);
+    void *probs = lt_step_scratch(s, (size_t)logits->numel * lt_dtype_size(lt));
+    const void *in = loss_input(s, logits);
+    if (!loss || !probs || !in) return NULL;
+    K(s)->xent_fwd(KC(s), lt, in, labels->data, logits->shape[0], logits->shape[1], probs, loss->data);
     lt_node *n = lt_step_record(s, xent_bwd, loss);
     if (n) { n->in[0] = logits; n->in[1] = (lt_tensor *)labels; n->saved = probs; }
     return s->status == LT_OK ? loss : NULL;
 }
 
 static void mse_bwd(lt_step *s, lt_node *n, double seed) {
-    lt_tensor *x = n->in[0], *t = n->in[1];
+    lt_tensor *x = n->in[0];
     if (!x->requires_grad) return;
+    lt_dtype lt = loss_dtype(x->dtype);
+    const void *pred = n->in[2]->data, *target = n->in[1]->data; /* both in the loss dtype */
     void *g;
     double beta = lt_grad_target(s, x, &g);
-    if (beta == 0.0) {
-        K(s)->mse_bwd(KC(s), x->dtype, g, x->data, t->data, x->numel, seed);
+    if (beta == 0.0 && lt == x->dtype) {
+        K(s)->mse_bwd(KC(s), lt, g, pred, target, x->numel, seed);
         return;
     }
-    void *tmp = lt_step_scratch(s, (size_t)x->numel * lt_dtype_size(x->dtype));
+    void *tmp = lt_step_scratch(s, (size_t)x->numel * lt_dtype_size(lt));
     if (!tmp) return;
-    K(s)->mse_bwd(KC(s), x->dtype, tmp, x->data, t->data, x->numel, seed);
-    K(s)->axpby(KC(s), x->dtype, x->numel, 1.0, tmp, 1.0, g);
+    K(s)->mse_bwd(KC(s), lt, tmp, pred, target, x->numel, seed);
+    loss_grad_out(s, x, g, beta, tmp);
 }
 
 lt_tensor *lt_mse(lt_step *s, lt_tensor *pred, const lt_tensor *target) {
@@ -281,11 +318,17 @@ lt_tensor *lt_mse(lt_step *s, lt_tensor *pred, const lt_tensor *target) {
         return NULL;
     }
     int64_t one[1] = {1};
-    lt_tensor *loss = lt_step_new_tensor(s, pred->dtype, 1, one, pred->requires_grad);
-    if (!loss) return NULL;
-    K(s)->mse_fwd(KC(s), pred->dtype, pred->data, target->data, pred->numel, loss->data);
+    lt_dtype lt = loss_dtype(pred->dtype);
+    lt_tensor *loss = lt_step_new_tensor(s, lt, 1, one, pred->requires_grad);
+    int64_t flat[1] = {pred->numel};
+    const void *p = loss_input(s, pred), *t = loss_input(s, target);
+    /* the two in the loss dtype, for backward (in[1], in[2]) */
+    lt_tensor *tl = p && t ? lt_step_wrap(s, (void *)t, lt, 1, flat) : NULL;
+    lt_tensor *pl = tl ? lt_step_wrap(s, (void *)p, lt, 1, flat) : NULL;
+    if (!loss || !pl) return NULL;
+    K(s)->mse_fwd(KC(s), lt, p, t, pred->numel, loss->data);
     lt_node *n = lt_step_record(s, mse_bwd, loss);
-    if (n) { n->in[0] = pred; n->in[1] = (lt_tensor *)target; }
+    if (n) { n->in[0] = pred; n->in[1] = tl; n->in[2] = pl; }
     return s->status == LT_OK ? loss : NULL;
 }
 

@@ -9,7 +9,7 @@ lt_model *lt_model_new(lt_dtype dtype, const void *accel_desc, lt_ctx *kctx,
                        const lt_kernels *k) {
     lt_model *m = calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->dtype = dtype;
+    m->dtype = m->master_dtype = dtype;
     m->accel = accel_desc;
     m->kctx = kctx;
     m->k = k;
@@ -22,6 +22,8 @@ void lt_model_free(lt_model *m) {
     const lt_accelerator_desc *a = m->accel;
     if (a && m->params_flat && !m->borrows_params) a->free(m->kctx, m->params_flat);
     if (a && m->grads_flat) a->free(m->kctx, m->grads_flat);
+    if (a && m->master_flat) a->free(m->kctx, m->master_flat);
+    if (a && m->master_grads) a->free(m->kctx, m->master_grads);
     for (int i = 0; i < m->nparams; i++) free(m->params[i]);
     for (int i = 0; i < m->nobjects; i++) free(m->objects[i]);
     free(m->params);
@@ -109,23 +111,24 @@ void lt_model_zero_grad(lt_model *m) { m->grad_cycle++; }
 /* Each parameter draws from its own stream (seed, index << 40), so values do
  * not depend on how many parameters come before it or on the device. */
 static void init_param(lt_model *m, lt_param *p, uint64_t seed) {
-    void *x = lt_param_ptr(m, p);
+    lt_dtype t = lt_model_opt_dtype(m);
+    void *x = (char *)lt_model_opt_params(m) + p->offset * lt_dtype_size(t);
     int64_t fan_in = 1;
     for (int i = 1; i < p->ndim; i++) fan_in *= p->shape[i];
     if (p->ndim <= 1) fan_in = p->numel;
     uint64_t off = (uint64_t)p->index << 40;
     switch (p->init) {
-    case LT_INIT_ZEROS: m->k->fill(m->kctx, m->dtype, x, p->numel, 0.0); break;
-    case LT_INIT_ONES: m->k->fill(m->kctx, m->dtype, x, p->numel, 1.0); break;
+    case LT_INIT_ZEROS: m->k->fill(m->kctx, t, x, p->numel, 0.0); break;
+    case LT_INIT_ONES: m->k->fill(m->kctx, t, x, p->numel, 1.0); break;
     case LT_INIT_UNIFORM:
-        m->k->rand_fill(m->kctx, m->dtype, x, p->numel, LT_RAND_UNIFORM, -p->init_arg, p->init_arg, seed, off);
+        m->k->rand_fill(m->kctx, t, x, p->numel, LT_RAND_UNIFORM, -p->init_arg, p->init_arg, seed, off);
         break;
     case LT_INIT_NORMAL:
-        m->k->rand_fill(m->kctx, m->dtype, x, p->numel, LT_RAND_NORMAL, 0.0, p->init_arg, seed, off);
+        m->k->rand_fill(m->kctx, t, x, p->numel, LT_RAND_NORMAL, 0.0, p->init_arg, seed, off);
         break;
     case LT_INIT_KAIMING_UNIFORM: {
         double b = 1.0 / sqrt((double)fan_in);
-        m->k->rand_fill(m->kctx, m->dtype, x, p->numel, LT_RAND_UNIFORM, -b, b, seed, off);
+        m->k->rand_fill(m->kctx, t, x, p->numel, LT_RAND_UNIFORM, -b, b, seed, off);
         break;
     }
     }
@@ -144,11 +147,27 @@ lt_status lt_model_finalize(lt_model *m, uint64_t seed) {
         snprintf(m->error, sizeof m->error, "cannot allocate %zu bytes for the parameters: %s", 2 * bytes, lt_last_error(m->kctx));
         return m->status = LT_ERR_NOMEM;
     }
+    if (m->master_dtype != m->dtype) {
+        size_t mbytes = m->total * lt_dtype_size(m->master_dtype);
+        if (a->alloc(m->kctx, mbytes, &m->master_flat) != LT_OK ||
+            a->alloc(m->kctx, mbytes, &m->master_grads) != LT_OK) {
+            snprintf(m->error, sizeof m->error, "cannot allocate %zu bytes for the master parameters and gradients: %s",
+                     2 * mbytes, lt_last_error(m->kctx));
+            return m->status = LT_ERR_NOMEM;
+        }
+        m->k->fill(m->kctx, m->master_dtype, m->master_grads, (int64_t)m->total, 0.0);
+    }
     for (int i = 0; i < m->nparams; i++) init_param(m, m->params[i], seed);
+    lt_model_refresh_compute(m);
     m->k->fill(m->kctx, m->dtype, m->grads_flat, (int64_t)m->total, 0.0);
     lt_status st = a->synchronize(m->kctx);
     if (st != LT_OK) snprintf(m->error, sizeof m->error, "initialising parameters: %s", lt_last_error(m->kctx));
     return st;
+}
+
+void lt_model_refresh_compute(lt_model *m) {
+    if (m->master_flat)
+        m->k->cast(m->kctx, m->dtype, m->params_flat, m->master_dtype, m->master_flat, (int64_t)m->total);
 }
 
 lt_status lt_model_finalize_replica(lt_model *m, const lt_model *root, bool borrow) {

@@ -38,9 +38,17 @@ struct lt_model {
     void **objects; /* layers, freed with the model */
     int nobjects, objcap;
     size_t total;        /* elements in the flat buffers */
-    lt_dtype dtype;      /* compute = parameter dtype of this replica */
-    void *params_flat;   /* device */
-    void *grads_flat;    /* device */
+    lt_dtype dtype;      /* compute dtype: activations, params_flat, grads_flat */
+    void *params_flat;   /* device, in dtype: what the layers read */
+    void *grads_flat;    /* device, in dtype: what backward writes and ddp reduces */
+    /* Mixed precision (master_dtype != dtype, the root replica only): the
+     * parameters the optimizer updates and checkpoints hold, and their true-
+     * scale gradients (filled by the precision plugin's unscale_and_check).
+     * params_flat is then a compute copy, cast from master_flat whenever
+     * master_version moves past compute_version. NULL otherwise. */
+    lt_dtype master_dtype;
+    void *master_flat;
+    void *master_grads;
     bool borrows_params; /* a replica reading the root's params_flat in place */
     uint64_t grad_cycle;
     const lt_kernels *k;
@@ -113,8 +121,23 @@ lt_model *lt_model_new(lt_dtype dtype, const void *accel_desc, lt_ctx *kctx,
                        const lt_kernels *k);
 void lt_model_free(lt_model *m);
 void *lt_model_own(lt_model *m, size_t bytes); /* zeroed, freed with the model */
-/* Allocates the flat buffers and initialises every parameter from seed. */
+/* Allocates the flat buffers and initialises every parameter from seed
+ * (into the master copy, then cast, when master_dtype differs). */
 lt_status lt_model_finalize(lt_model *m, uint64_t seed);
+/* Casts the master parameters into the compute copy (mixed precision; a
+ * no-op otherwise). Kernels only: the caller synchronizes. */
+void lt_model_refresh_compute(lt_model *m);
+/* What the optimizer, clipping and checkpoints work on: the master buffers
+ * under mixed precision, else the flat buffers themselves. */
+static inline void *lt_model_opt_params(const lt_model *m) {
+    return m->master_flat ? m->master_flat : m->params_flat;
+}
+static inline void *lt_model_opt_grads(const lt_model *m) {
+    return m->master_grads ? m->master_grads : m->grads_flat;
+}
+static inline lt_dtype lt_model_opt_dtype(const lt_model *m) {
+    return m->master_flat ? m->master_dtype : m->dtype;
+}
 /* A replica's model after its init: the same parameters as root (else
  * LT_ERR_MISMATCH naming the first difference in m->error), its own
  * gradients, and either root's parameter buffer itself (borrow) or a buffer

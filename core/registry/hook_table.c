@@ -64,6 +64,7 @@ static lt_hook_info precision_hooks[] = {
     REQ(lt_precision_desc, update),
     REQ(lt_precision_desc, save_state),
     REQ(lt_precision_desc, load_state),
+    OPT(lt_precision_desc, teardown, NULL), /* NULL: nothing to free */
 };
 
 static lt_hook_info environment_hooks[] = {

@@ -38,13 +38,14 @@ static void fill_tensor(lt_st_tensor *t, const char *name, const lt_param *p, lt
 lt_status lt_checkpoint_save(lt_trainer *t, const char *path) {
     lt_run *r = &t->run;
     lt_model *m = r->model;
-    size_t bytes = m->total * lt_dtype_size(m->dtype);
+    lt_dtype dt = lt_model_opt_dtype(m); /* the master parameters under mixed precision */
+    size_t bytes = m->total * lt_dtype_size(dt);
     int nstate = r->optim.nstate, np = m->nparams;
     void *host[3] = {NULL, NULL, NULL};
     lt_st_tensor *ts = calloc((size_t)np * (1 + (size_t)nstate), sizeof *ts);
     char *names = calloc((size_t)np * (1 + (size_t)nstate), 192);
     lt_status st = ts && names ? LT_OK : lt_run_fail(r, LT_ERR_NOMEM, "out of memory saving a checkpoint");
-    if (st == LT_OK) st = to_host(r, m->params_flat, bytes, &host[0]);
+    if (st == LT_OK) st = to_host(r, lt_model_opt_params(m), bytes, &host[0]);
     for (int s = 0; st == LT_OK && s < nstate; s++) st = to_host(r, r->optim.state[s], bytes, &host[1 + s]);
     size_t n = 0;
     for (int s = 0; st == LT_OK && s <= nstate; s++) {
@@ -52,7 +53,7 @@ lt_status lt_checkpoint_save(lt_trainer *t, const char *path) {
             char *name = names + n * 192;
             if (s == 0) snprintf(name, 192, "%s", m->params[i]->name);
             else snprintf(name, 192, "optimizer.%s.%s", lt_optim_state_name(&r->optim, s - 1), m->params[i]->name);
-            fill_tensor(&ts[n], name, m->params[i], m->dtype, host[s]);
+            fill_tensor(&ts[n], name, m->params[i], dt, host[s]);
         }
     }
     char epoch[32], batch[32], gstep[32], ostep[32], seed[32], best[64], prec[512] = "";
@@ -105,18 +106,18 @@ static lt_status meta_int(lt_run *r, lt_st_file *f, const char *path, const char
 static lt_status load_tensor(lt_run *r, lt_st_file *f, const char *path, const char *name,
                              const lt_param *p, void *dev) {
     const lt_st_tensor *t = lt_st_find(f, name);
-    lt_model *m = r->model;
+    lt_dtype dt = lt_model_opt_dtype(r->model);
     if (!t) return LT_OK;
-    bool same = t->dtype == m->dtype && t->ndim == p->ndim;
+    bool same = t->dtype == dt && t->ndim == p->ndim;
     for (int i = 0; same && i < p->ndim; i++) same = t->shape[i] == p->shape[i];
     if (!same) {
         char have[96], want[96];
         lt_shape_str(t->ndim, t->shape, have, sizeof have);
         lt_shape_str(p->ndim, p->shape, want, sizeof want);
         return lt_run_fail(r, LT_ERR_MISMATCH, "checkpoint %s: tensor '%s' is %s %s, the model's is %s %s; it was saved from another model or precision",
-                           path, name, lt_dtype_name(t->dtype), have, lt_dtype_name(m->dtype), want);
+                           path, name, lt_dtype_name(t->dtype), have, lt_dtype_name(dt), want);
     }
-    lt_status st = LT_ACC(r)->copy(&r->accel.ctx, (char *)dev + p->offset * lt_dtype_size(m->dtype), t->data, t->nbytes, LT_COPY_H2D);
+    lt_status st = LT_ACC(r)->copy(&r->accel.ctx, (char *)dev + p->offset * lt_dtype_size(dt), t->data, t->nbytes, LT_COPY_H2D);
     return st == LT_OK ? LT_OK : lt_run_hook_failed(r, &r->accel, "copy", st);
 }
 
@@ -219,7 +220,7 @@ lt_status lt_checkpoint_load(lt_trainer *t, const char *path, bool fit) {
     lt_model *m = r->model;
     r->params_version++; /* replicas holding copies fetch the loaded values */
     for (int i = 0; st == LT_OK && i < m->nparams; i++)
-        st = load_tensor(r, f, path, m->params[i]->name, m->params[i], m->params_flat);
+        st = load_tensor(r, f, path, m->params[i]->name, m->params[i], lt_model_opt_params(m));
     for (int s = 0; st == LT_OK && full && s < r->optim.nstate; s++) {
         for (int i = 0; st == LT_OK && i < m->nparams; i++) {
             char name[192];

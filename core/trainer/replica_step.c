@@ -316,7 +316,7 @@ static void optimizer_job(lt_replica *rep, void *arg) {
     size_t lo = (size_t)rep->index * per, hi = lo + per < total ? lo + per : total;
     if (lo >= hi) return;
     lt_ctx *kc = rep->index ? &rep->accel_ctx : &r->accel.ctx;
-    lt_optim_apply(&r->optim, root->params_flat, root->grads_flat, lo, hi - lo, root->k, kc);
+    lt_optim_apply(&r->optim, lt_model_opt_params(root), lt_model_opt_grads(root), lo, hi - lo, root->k, kc);
     lt_status st = LT_ACC(r)->synchronize(kc);
     if (st != LT_OK) lt_replica_fail(rep, st, "optimizer step: %s", lt_last_error(kc));
 }
@@ -325,7 +325,7 @@ lt_status lt_replicas_optimizer_step(lt_run *r) {
     lt_replica_set *rs = r->replicas;
     lt_model *m = r->model;
     if (rs->copied) {
-        lt_optim_step(&r->optim, m->params_flat, m->grads_flat, m->k, m->kctx, r->epoch);
+        lt_optim_step(&r->optim, lt_model_opt_params(m), lt_model_opt_grads(m), m->k, m->kctx, r->epoch);
         return LT_OK;
     }
     lt_optim_begin(&r->optim, r->epoch);
@@ -412,7 +412,7 @@ lt_status lt_run_replicas_training_step(lt_run *r, lt_step *root, lt_tensor **lo
         double v = 0;
         for (int i = 0; i < rs->active; i++) v += rs->rep[i].loss * (double)rs->rep[i].rows / (double)rs->total_rows;
         int64_t shape[1] = {1};
-        out = lt_step_new_tensor(root, r->model->dtype, 0, shape, true);
+        out = lt_step_new_tensor(root, r->model->dtype == LT_F64 ? LT_F64 : LT_F32, 0, shape, true); /* losses are fp32 under 16-bit compute */
         if (out) r->model->k->fill(&r->accel.ctx, out->dtype, out->data, 1, v);
         lt_node *n = lt_step_record(root, replicas_bwd, out);
         if (n) n->in[0] = NULL;

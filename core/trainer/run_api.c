@@ -14,11 +14,20 @@ lt_status lt_run_flat(lt_run *run, lt_flat *out) {
         lt_set_error(NULL, "lt_run_flat: the flat buffers do not exist before the model is made (precision setup)");
         return LT_ERR_STATE;
     }
-    out->params = run->model->params_flat;
+    out->params = lt_model_opt_params(run->model); /* the fp32 master copy in mixed precision */
     out->grads = run->model->grads_flat;
     out->count = run->model->total;
-    out->param_dtype = run->model->dtype;
+    out->param_dtype = lt_model_opt_dtype(run->model);
     out->grad_dtype = run->model->dtype;
+    return LT_OK;
+}
+
+lt_status lt_run_master_grads(lt_run *run, void **out) {
+    if (!run->model || !run->model->params_flat) {
+        lt_set_error(NULL, "lt_run_master_grads: the gradients do not exist before the model is made (precision setup)");
+        return LT_ERR_STATE;
+    }
+    *out = lt_model_opt_grads(run->model);
     return LT_OK;
 }
 
@@ -59,7 +68,7 @@ lt_status lt_run_params(lt_run *run, const lt_param_view **out, size_t *count) {
         for (int i = 0; i < m->nparams; i++) {
             const lt_param *p = m->params[i];
             v[i] = (lt_param_view){.name = p->name, .offset = p->offset, .count = (size_t)p->numel,
-                                   .index = i, .ndim = p->ndim, .dtype = m->dtype};
+                                   .index = i, .ndim = p->ndim, .dtype = lt_model_opt_dtype(m)};
             for (int d = 0; d < p->ndim && d < LT_MAX_DIMS; d++) v[i].shape[d] = p->shape[d];
         }
         run->param_views = v;

@@ -54,6 +54,7 @@ struct lt_run {
     size_t nparam_views;
     lt_bucket_view *buckets;    /* lt_run_set_buckets */
     size_t nbuckets;
+    bool precision_started; /* precision setup was called: teardown is owed */
     bool strategy_started;  /* setup_environment was called: teardown is owed */
     lt_dist_options dist;   /* timeouts, from the trainer's options */
     int num_nodes;          /* trainer.num_nodes */
@@ -62,6 +63,7 @@ struct lt_run {
     lt_optim_config optim_cfg; /* after the module's configure_optimizers and lr scaling */
     lt_optimizer optim;
     uint64_t params_version; /* bumped whenever the root's parameters change (copied replicas) */
+    uint64_t compute_version; /* mixed precision: the params_version the compute copy was cast from */
     struct lt_replica_set *replicas; /* lt_run_replicate; NULL: the root alone */
     int64_t batch_size, val_batch_size; /* data.*: replicas need a sample each */
     int64_t accumulate;     /* trainer.accumulate_grad_batches (the tape's loss scale) */

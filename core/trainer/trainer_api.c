@@ -31,16 +31,19 @@ lt_status lt_trainer_params(lt_trainer *t, double *out, size_t count, size_t *to
     lt_model *m = r->model;
     if (total) *total = m->total;
     size_t n = count < m->total ? count : m->total;
-    size_t es = lt_dtype_size(m->dtype);
-    void *host = malloc(m->total * es);
-    if (!host) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
-    lt_status st = LT_ACC(r)->copy(&r->accel.ctx, host, m->params_flat, m->total * es, LT_COPY_D2H);
-    if (st == LT_OK) st = LT_ACC(r)->synchronize(&r->accel.ctx);
+    /* Through the accelerator's cast, so any parameter dtype (f16/bf16 under
+     * 16-true, the f32 master under mixed precision) arrives as doubles. */
+    void *dev = NULL, *host = malloc(m->total * sizeof(double));
+    lt_status st = host ? LT_ACC(r)->alloc(&r->accel.ctx, m->total * sizeof(double), &dev) : LT_ERR_NOMEM;
     if (st == LT_OK) {
-        for (size_t i = 0; i < n; i++)
-            out[i] = m->dtype == LT_F64 ? ((double *)host)[i] : (double)((float *)host)[i];
+        m->k->cast(m->kctx, LT_F64, dev, lt_model_opt_dtype(m), lt_model_opt_params(m), (int64_t)m->total);
+        st = LT_ACC(r)->copy(&r->accel.ctx, host, dev, m->total * sizeof(double), LT_COPY_D2H);
     }
+    if (st == LT_OK) st = LT_ACC(r)->synchronize(&r->accel.ctx);
+    if (st == LT_OK) memcpy(out, host, n * sizeof(double));
+    if (dev) LT_ACC(r)->free(&r->accel.ctx, dev);
     free(host);
+    if (st == LT_ERR_NOMEM && !host) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
     return st == LT_OK ? LT_OK : lt_run_hook_failed(r, &r->accel, "copy", st);
 }
 
@@ -59,6 +62,8 @@ void lt_trainer_free(lt_trainer *t) {
     if (r->module.loaded && r->module_started && LT_MOD(r)->teardown &&
         LT_MOD(r)->teardown(&r->module.ctx) != LT_OK)
         lt_log(&r->module.ctx, LT_LOG_WARN, "teardown failed: %s", lt_last_error(&r->module.ctx));
+    if (r->precision_started && LT_PREC(r)->teardown && LT_PREC(r)->teardown(&r->precision.ctx) != LT_OK)
+        lt_log(&r->precision.ctx, LT_LOG_WARN, "teardown failed: %s", lt_last_error(&r->precision.ctx));
     if (r->model) {
         lt_optim_free(&r->optim, LT_ACC(r), &r->accel.ctx);
         lt_step_destroy(&r->step);

@@ -50,6 +50,10 @@ static int64_t train_batches(const lt_trainer *t) {
 /* Starts a step on a batch: inputs copied into the step's device arena. */
 static lt_status begin_step(lt_run *r, const lt_batch_view *b, bool training, uint64_t rand_offset) {
     lt_step *s = &r->step;
+    if (r->model->master_flat && r->compute_version != r->params_version) {
+        lt_model_refresh_compute(r->model); /* the master parameters moved */
+        r->compute_version = r->params_version;
+    }
     lt_step_reset(s, training, r->global_step, r->epoch, r->seed, rand_offset);
     s->log_fn = log_metric_cb;
     s->log_user = r;
@@ -123,10 +127,11 @@ static lt_status optimizer_step(lt_trainer *t) {
     lt_model *m = r->model;
     if (finite) {
         double clip = t->opt.loop.clip_val;
-        if (clip > 0 && t->opt.loop.clip_by_value) lt_clip_grad_value(m->grads_flat, m->total, m->dtype, clip, m->k, m->kctx);
-        else if (clip > 0) lt_clip_grad_norm(m->grads_flat, m->total, m->dtype, clip, m->k, m->kctx);
+        void *g = lt_model_opt_grads(m); /* true-scale gradients (master ones in mixed precision) */
+        if (clip > 0 && t->opt.loop.clip_by_value) lt_clip_grad_value(g, m->total, lt_model_opt_dtype(m), clip, m->k, m->kctx);
+        else if (clip > 0) lt_clip_grad_norm(g, m->total, lt_model_opt_dtype(m), clip, m->k, m->kctx);
         if (r->replicas) LT_CHECK(lt_replicas_optimizer_step(r)); /* each replica's thread a slice */
-        else lt_optim_step(&r->optim, m->params_flat, m->grads_flat, m->k, m->kctx, r->epoch);
+        else lt_optim_step(&r->optim, lt_model_opt_params(m), g, m->k, m->kctx, r->epoch);
         r->params_version++;
     }
     st = LT_PREC(r)->update(&r->precision.ctx, !finite);

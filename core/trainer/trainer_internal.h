@@ -56,6 +56,10 @@ lt_status lt_monitor_missing(lt_trainer *t, bool *skip);
  * the requeue command, and fit ends (t->preempted). */
 void lt_preempt_install(lt_trainer *t);
 lt_status lt_preempt_check(lt_trainer *t);
+/* precision_check.c: the precision plugin's dtypes (r->dtypes) are a
+ * combination the core runs, and the accelerator runs every kernel a step
+ * needs in them (an error names the missing kernel). Before the model. */
+lt_status lt_precision_check_dtypes(lt_run *r, const lt_kernels *k);
 /* checkpoint.c */
 lt_status lt_checkpoint_save(lt_trainer *t, const char *path);
 /* fit: training follows (resuming: the temp files of killed writers of

@@ -158,6 +158,12 @@ static lt_status pick_precision(lt_run *r) {
         {"double", "64-true"}, {"float", "32-true"}};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcasecmp(p, map[i].alias)) p = map[i].name;
+    char err[1536];
+    const lt_plugin_header *d;
+    if (lt_registry_load(r->registry, LT_KIND_PRECISION, p, &d, err, sizeof err) == LT_ERR_NOT_FOUND)
+        return lt_run_fail(r, LT_ERR_NOT_FOUND, "trainer.precision = '%s' (%s) is not a precision: use 32-true, 64-true, 16-mixed, bf16-mixed, 16-true or bf16-true "
+                           "(Lightning's 32, 64, 16 = 16-mixed and bf16 = bf16-mixed work too), or a plugin installed under that name: %s",
+                           p, lt_config_origin(r->config, "trainer", "precision"), err);
     return load_plugin(r, &r->precision, LT_KIND_PRECISION, p, "trainer.precision");
 }
 

@@ -152,16 +152,18 @@ static lt_status adopt_results(lt_trainer *t) {
     lt_model *m = r->model;
     if (t->spawn_nparams != m->total)
         return lt_run_fail(r, LT_ERR_MISMATCH, "ddp_spawn: rank 0 returned %zu parameters, the model has %zu", t->spawn_nparams, m->total);
-    size_t es = lt_dtype_size(m->dtype);
-    void *host = malloc(m->total * es);
-    if (!host) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < m->total; i++) {
-        if (m->dtype == LT_F64) ((double *)host)[i] = t->spawn_params[i];
-        else ((float *)host)[i] = (float)t->spawn_params[i];
+    /* Doubles in, cast by the accelerator into the parameters' dtype. */
+    void *dev = NULL;
+    st = LT_ACC(r)->alloc(&r->accel.ctx, m->total * sizeof(double), &dev);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "alloc", st);
+    st = LT_ACC(r)->copy(&r->accel.ctx, dev, t->spawn_params, m->total * sizeof(double), LT_COPY_H2D);
+    if (st == LT_OK) {
+        m->k->cast(m->kctx, lt_model_opt_dtype(m), lt_model_opt_params(m), LT_F64, dev, (int64_t)m->total);
+        lt_model_refresh_compute(m);
+        st = LT_ACC(r)->synchronize(&r->accel.ctx);
     }
-    st = LT_ACC(r)->copy(&r->accel.ctx, m->params_flat, host, m->total * es, LT_COPY_H2D);
-    if (st == LT_OK) st = LT_ACC(r)->synchronize(&r->accel.ctx);
-    free(host);
+    LT_ACC(r)->free(&r->accel.ctx, dev);
+    r->params_version++;
     return st == LT_OK ? LT_OK : lt_run_hook_failed(r, &r->accel, "copy", st);
 }
 

@@ -125,11 +125,10 @@ static lt_status setup_model(lt_trainer *t) {
     const lt_kernels *k;
     st = LT_ACC(r)->get_kernels(&r->accel.ctx, &k);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "get_kernels", st);
+    LT_CHECK(lt_precision_check_dtypes(r, k));
     r->model = lt_model_new((lt_dtype)r->dtypes.compute, r->accel.desc, &r->accel.ctx, k);
     if (!r->model) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
-    if (r->dtypes.param != r->dtypes.compute || r->dtypes.grad != r->dtypes.compute)
-        return lt_run_fail(r, LT_ERR_UNSUPPORTED, "precision '%s': separate parameter/compute dtypes are not supported by this core yet; use 32-true or 64-true",
-                           r->precision.ctx.name);
+    r->model->master_dtype = (lt_dtype)r->dtypes.param;
     r->module_started = true; /* init may have made state before failing: teardown frees it */
     st = LT_MOD(r)->init(&r->module.ctx, r->model);
     if (st == LT_OK && r->model->status != LT_OK) st = r->model->status;
@@ -139,6 +138,7 @@ static lt_status setup_model(lt_trainer *t) {
     }
     st = lt_model_finalize(r->model, r->seed);
     if (st != LT_OK) return lt_run_fail(r, st, "model '%s': %s", r->module.ctx.name, r->model->error);
+    r->compute_version = r->params_version - 1; /* recast before the first step (ddp's broadcast may move the master) */
     r->model->grad_ready = grad_ready_cb;
     r->model->grad_ready_user = r;
     return lt_step_init(&r->step, r->model);
@@ -186,7 +186,7 @@ static lt_status setup_optimizer(lt_trainer *t) {
         printf("lt: effective batch size %lld = %lld per process x %d (%s) x %lld accumulation; lr %g (lr_scaling %s, reference batch %lld, base lr %g)\n",
                (long long)eff, (long long)batch, mult, r->strategy.ctx.name, (long long)r->accumulate,
                o->lr, rule, (long long)ref, base);
-    return lt_optim_init(&r->optim, o, r->model->total, r->model->dtype, LT_ACC(r), &r->accel.ctx, r->model->k);
+    return lt_optim_init(&r->optim, o, r->model->total, lt_model_opt_dtype(r->model), LT_ACC(r), &r->accel.ctx, r->model->k);
 }
 
 static void *host_alloc(void *user, size_t bytes) {
@@ -307,6 +307,7 @@ lt_status lt_trainer_setup_worker(lt_trainer *t) {
         setenv("LT_GLOBAL_SEED", buf, 1);
     }
     LT_CHECK(setup_model(t));
+    r->precision_started = true; /* setup may have made state before failing */
     st = LT_PREC(r)->setup(&r->precision.ctx, r);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "setup", st);
     st = LT_STRAT(r)->configure_ddp(&r->strategy.ctx, r);

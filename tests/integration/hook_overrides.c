@@ -16,6 +16,10 @@
  *                          buckets: lt_run_set_buckets refuses them
  * and one backend hook (bad_inputs.sh, [backend] supports = path:symbol):
  *   supports_no_half       the backend says it cannot reduce f16 or bf16
+ * and one accelerator hook (precision.sh, [accelerator] get_kernels = ...):
+ *   kernels_no_bf16_gemm   the accelerator's own table, except that its gemm
+ *                          refuses bf16 (as an accelerator built without
+ *                          16-bit GEMM would)
  * Everything else is hidden; only these are exported. */
 #include <stdlib.h>
 #include "lt/lt.h"
@@ -26,10 +30,38 @@ LT_API lt_status init_no_group(lt_ctx *ctx, lt_run *run);
 LT_API lt_status configure_own(lt_ctx *ctx, lt_run *run);
 LT_API lt_status configure_bad_buckets(lt_ctx *ctx, lt_run *run);
 LT_API lt_status supports_no_half(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out);
+LT_API lt_status kernels_no_bf16_gemm(lt_ctx *ctx, const lt_kernels **out);
 
 lt_status supports_no_half(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out) {
     (void)ctx, (void)op;
     *out = dtype != LT_F16 && dtype != LT_BF16;
+    return LT_OK;
+}
+
+static lt_kernels no_bf16_table;
+static void (*real_gemm)(lt_ctx *, lt_dtype, bool, bool, int64_t, int64_t, int64_t, double, const void *,
+                         int64_t, const void *, int64_t, double, void *, int64_t);
+
+/* Hands bf16 on as a dtype no accelerator has, so the real gemm parks its
+ * own "not supported" error, the one a bf16-less accelerator would give. */
+static void gemm_no_bf16(lt_ctx *ctx, lt_dtype t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                         double alpha, const void *a, int64_t lda, const void *b, int64_t ldb, double beta,
+                         void *c, int64_t ldc) {
+    real_gemm(ctx, t == LT_BF16 ? (lt_dtype)99 : t, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+lt_status kernels_no_bf16_gemm(lt_ctx *ctx, const lt_kernels **out) {
+    const lt_accelerator_desc *o = lt_ctx_original(ctx, "get_kernels");
+    const lt_kernels *k;
+    if (!o) {
+        lt_set_error(ctx, "hook_overrides: lt_ctx_original(ctx, \"get_kernels\") is NULL");
+        return LT_ERR_STATE;
+    }
+    LT_CHECK(o->get_kernels(ctx, &k));
+    no_bf16_table = *k;
+    real_gemm = k->gemm;
+    no_bf16_table.gemm = gemm_no_bf16;
+    *out = &no_bf16_table;
     return LT_OK;
 }
 

@@ -9,6 +9,7 @@ bytes), so checkpoint_faults.sh needs no safetensors package:
                                 writes
   st_edit.py add IN OUT NAME    IN (metadata kept) plus an F32 tensor NAME, shape [3]
   st_edit.py drop IN OUT NAME   IN (metadata kept) without tensor NAME
+  st_edit.py meta IN KEY        prints IN's metadata value KEY ("" if absent)
 """
 import json
 import struct
@@ -46,6 +47,9 @@ def write(path, tensors, meta):
 
 
 def main(argv):
+    if len(argv) == 4 and argv[1] == "meta":
+        print((read(argv[2])[1] or {}).get(argv[3], ""))
+        return
     if len(argv) < 4 or argv[1] not in ("weights", "add", "drop") or (argv[1] != "weights") != (len(argv) == 5):
         sys.exit(__doc__)
     tensors, meta = read(argv[2])

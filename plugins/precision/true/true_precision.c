@@ -1,12 +1,22 @@
-/* "32-true" and "64-true" precision: parameters, activations and gradients
- * all in one dtype; no loss scaling, so every gradient is already at true
- * scale and the finite check is skipped, as in Lightning. */
+/* "32-true", "64-true", "16-true" and "bf16-true" precision: parameters,
+ * optimizer state, activations and gradients all in one dtype; no loss
+ * scaling, so every gradient is already at true scale and the finite check
+ * is skipped, as in Lightning (whose 16-true is model.half() without a
+ * scaler: small gradients may flush to zero, which is the user's choice). */
 #include "lt/lt.h"
 
 #if LT_TRUE_BITS == 64
 #define TRUE_DTYPE LT_F64
 #define TRUE_NAME "64-true"
 #define TRUE_DESCR "float64 parameters, compute and gradients"
+#elif LT_TRUE_BITS == 16 && LT_TRUE_BF16
+#define TRUE_DTYPE LT_BF16
+#define TRUE_NAME "bf16-true"
+#define TRUE_DESCR "bfloat16 parameters, optimizer state, compute and gradients"
+#elif LT_TRUE_BITS == 16
+#define TRUE_DTYPE LT_F16
+#define TRUE_NAME "16-true"
+#define TRUE_DESCR "float16 parameters, optimizer state, compute and gradients"
 #else
 #define TRUE_DTYPE LT_F32
 #define TRUE_NAME "32-true"

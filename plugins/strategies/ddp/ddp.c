@@ -131,6 +131,20 @@ static lt_status ddp_configure_ddp(lt_ctx *ctx, lt_run *run) {
     LT_CHECK(lt_run_flat(run, &d->flat));
     lt_status st = lt_pg_broadcast_sync(pg, d->flat.params, d->flat.count, d->flat.param_dtype, 0);
     if (st != LT_OK) return pg_failed(ctx, pg, st);
+    if (d->hook != HOOK_ALLREDUCE && lt_dtype_size(d->flat.grad_dtype) == 2) {
+        /* 16-bit gradients already (16-mixed, bf16-true ...): compressing
+         * again would only round twice. */
+        if (wire_dtype(d) != d->flat.grad_dtype) {
+            lt_set_error(ctx, "strategy.comm_hook = %s with %s gradients (trainer.precision = %s) would convert them between 16-bit formats; use comm_hook=allreduce, which already sends %s",
+                         lt_param_str(ctx, "comm_hook", "allreduce"), lt_dtype_name(d->flat.grad_dtype),
+                         lt_config_get(ctx, "trainer.precision"), lt_dtype_name(d->flat.grad_dtype));
+            return LT_ERR_INVALID;
+        }
+        if (lt_run_world(run)->global_rank == 0)
+            lt_log(ctx, LT_LOG_INFO, "comm_hook %s: the gradients are %s already; sending them as they are",
+                   lt_param_str(ctx, "comm_hook", "allreduce"), lt_dtype_name(d->flat.grad_dtype));
+        d->hook = HOOK_ALLREDUCE;
+    }
     lt_dtype wire = d->hook == HOOK_ALLREDUCE ? d->flat.grad_dtype : wire_dtype(d);
     if (!lt_pg_supports(pg, wire, LT_AVG)) {
         lt_set_error(ctx, "strategy.comm_hook = %s averages %s gradients, which backend '%s' "
@@ -152,8 +166,9 @@ static lt_status ddp_configure_ddp(lt_ctx *ctx, lt_run *run) {
     }
     lower_compute_priority(d);
     if (lt_run_world(run)->global_rank == 0)
-        lt_log(ctx, LT_LOG_DEBUG, "%zu gradients in %zu buckets, hook %s, overlap %s", d->flat.count,
-               n, lt_param_str(ctx, "comm_hook", "allreduce"), d->overlap ? "on" : "off");
+        lt_log(ctx, LT_LOG_DEBUG, "%zu gradients in %zu buckets, hook %s, overlap %s, %zu bytes (%s) sent per step",
+               d->flat.count, n, lt_param_str(ctx, "comm_hook", "allreduce"), d->overlap ? "on" : "off",
+               d->flat.count * lt_dtype_size(wire), lt_dtype_name(wire));
     return LT_OK;
 }
 

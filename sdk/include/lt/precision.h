@@ -5,7 +5,16 @@
  * every micro-batch's backward (several per optimizer step with
  * accumulate_grad_batches > 1; the scale must not change between them), and
  * once per optimizer step unscale_and_check after the strategy's
- * before_optimizer_step, then update with whether the step was skipped. */
+ * before_optimizer_step, then update with whether the step was skipped.
+ *
+ * Mixed precision (param != compute, ABI 1.4): the core keeps the master
+ * parameters (lt_flat.params, param dtype) and a compute copy the layers
+ * read, cast from the master after every optimizer step; backward writes
+ * compute-dtype gradients (lt_flat.grads), which strategies reduce as they
+ * are. unscale_and_check must leave the true-scale gradients in
+ * lt_run_master_grads(), which clipping and the optimizer then read. The
+ * decision to skip must be the same on every rank: base it on the reduced
+ * gradients (identical everywhere), not on anything local. */
 #ifndef LT_PRECISION_H
 #define LT_PRECISION_H
 
@@ -42,6 +51,11 @@ typedef struct lt_precision_desc {
      * and back. */
     lt_status (*save_state)(lt_ctx *ctx, char *buf, size_t len);
     lt_status (*load_state)(lt_ctx *ctx, const char *state);
+
+    /* ABI 1.4. Optional: frees what setup made; called once at the end of
+     * the run (also after a failed setup) on the thread that called setup.
+     * Default: nothing. */
+    lt_status (*teardown)(lt_ctx *ctx);
 } lt_precision_desc;
 
 #ifdef __cplusplus

@@ -49,6 +49,14 @@ typedef struct lt_flat {
 } lt_flat;
 LT_API lt_status lt_run_flat(lt_run *run, lt_flat *out);
 
+/* ABI 1.4. The gradients clipping and the optimizer read, in
+ * lt_flat.param_dtype, lt_flat.count elements. Under mixed precision
+ * (param_dtype != grad_dtype) a buffer of their own, which the precision
+ * plugin's unscale_and_check fills from lt_flat.grads (the reduced, scaled
+ * compute-dtype gradients) each optimizer step; otherwise lt_flat.grads
+ * itself. Stable from precision setup to teardown. */
+LT_API lt_status lt_run_master_grads(lt_run *run, void **out);
+
 /* Read-only view of one registered parameter of the root replica, in
  * registration order (offsets ascending). Its values are
  * lt_flat.params[offset, offset + count), its gradient the same range of

@@ -155,7 +155,7 @@ static const char *const optional_hooks[LT_KIND_COUNT + 1][12] = {
     [LT_KIND_ACCELERATOR] = {"device_in_use", "device_name", "memory_is_host"},
     [LT_KIND_STRATEGY] = {"batch_multiplier", "sampler_shard", "on_train_start", "on_train_end",
                           "training_step", "after_optimizer_step", "eval_step"},
-    [LT_KIND_PRECISION] = {NULL},
+    [LT_KIND_PRECISION] = {"teardown"},
     [LT_KIND_ENVIRONMENT] = {"local_world_size"},
     [LT_KIND_BACKEND] = {"supports"},
     [LT_KIND_MODULE] = {"validation_step", "test_step", "training_step_end",

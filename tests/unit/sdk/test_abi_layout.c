@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (n),                                           \
                    "offsetof(" #type ", " #field ") changed: bump the ABI (top of file)")
 
-_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 3,
+_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 4,
                "the ABI version changed: update the layouts below to the new version's");
 
 #if defined(__x86_64__)
@@ -118,7 +118,7 @@ OFF(lt_strategy_desc, teardown, 200);
 OFF(lt_strategy_desc, eval_step, 208); /* 1.3 */
 
 /* lt_precision_desc */
-SIZE(lt_precision_desc, 120);
+SIZE(lt_precision_desc, 128);
 OFF(lt_precision_desc, hdr, 0);
 OFF(lt_precision_desc, dtypes, 64);
 OFF(lt_precision_desc, setup, 72);
@@ -127,6 +127,7 @@ OFF(lt_precision_desc, unscale_and_check, 88);
 OFF(lt_precision_desc, update, 96);
 OFF(lt_precision_desc, save_state, 104);
 OFF(lt_precision_desc, load_state, 112);
+OFF(lt_precision_desc, teardown, 120); /* 1.4 */
 
 /* lt_module_desc */
 SIZE(lt_module_desc, 152);
