@@ -72,9 +72,13 @@ static inline uint16_t half_f32_to_f16(float f) {
     uint32_t normal = (mag + 0xC8000000u + 0xFFFu + ((mag >> 13) & 1u)) >> 13;
     uint32_t sub = half_f32_bits(half_f32_from_bits(mag) + 0.5f) - 0x3F000000u;
     uint32_t nan = 0x7E00u | ((mag >> 13) & 0x1FFu);
-    uint32_t r = mag < 0x38800000u ? sub : normal;
-    r = mag >= 0x477FF000u ? 0x7C00u : r;
-    r = mag > 0x7F800000u ? nan : r;
+    /* Selected with masks, not ?: -- GCC keeps a ?: next to a float add as
+     * control flow (the add might trap) and then vectorises nothing. */
+    uint32_t small = -(uint32_t)(mag < 0x38800000u), huge = -(uint32_t)(mag >= 0x477FF000u);
+    uint32_t isnan = -(uint32_t)(mag > 0x7F800000u);
+    uint32_t r = (sub & small) | (normal & ~small);
+    r = (0x7C00u & huge) | (r & ~huge);
+    r = (nan & isnan) | (r & ~isnan);
     return (uint16_t)(sign | r);
 }
 
