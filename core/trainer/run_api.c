@@ -31,6 +31,8 @@ lt_status lt_run_master_grads(lt_run *run, void **out) {
     return LT_OK;
 }
 
+void lt_run_params_changed(lt_run *run) { run->params_version++; }
+
 const lt_kernels *lt_run_kernels(lt_run *run) {
     const lt_kernels *k = NULL;
     if (run->model) return run->model->k;

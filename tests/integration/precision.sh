@@ -11,9 +11,9 @@
 #      average or a lost reduction is off by tens of percent. 32-true stays
 #      at 1e-5 (ddp_equivalence).
 #      ddp sends the 16-bit gradients as they are: half the bytes of 32-true.
-#   b. ddp over the shm backend (which sums 16-bit values in fp32), ddp_spawn
-#      and dp (2 replicas in one process) in bf16-mixed against the same
-#      references.
+#   b. ddp over the shm backend (which sums 16-bit values in fp32), ddp_spawn,
+#      dp (2 replicas in one process) and ddp2 (one node of 2 replicas) in
+#      bf16-mixed against the same references.
 #   c. overflow: overflow_probe poisons step 3 on rank 0 only. The step is
 #      skipped on both ranks (each says so), the scale halves (65536 ->
 #      32768, in the checkpoint's scaler state), training goes on to step 8,
@@ -58,6 +58,8 @@ train spawn-bf16 --precision bf16-mixed --strategy ddp_spawn --devices 2 --batch
 cmp_with spawn-bf16 ddp-bf16-mixed 1e-7 norm
 train dp-bf16 --precision bf16-mixed --strategy dp --devices 2 --batch-size 64 --max-steps 8
 cmp_with dp-bf16 one-bf16-mixed 7.8e-3 norm
+train ddp2-bf16 --precision bf16-mixed --strategy ddp2 --devices 2 --batch-size 64 --max-steps 8
+cmp_with ddp2-bf16 one-bf16-mixed 7.8e-3 norm
 
 echo "precision: c. an Inf gradient at step 3 on rank 0 under 16-mixed"
 train inf-ddp "${PROBE[@]}" --precision 16-mixed --strategy ddp --devices 2 --batch-size 32 --max-steps 8 \

@@ -57,6 +57,13 @@ LT_API lt_status lt_run_flat(lt_run *run, lt_flat *out);
  * itself. Stable from precision setup to teardown. */
 LT_API lt_status lt_run_master_grads(lt_run *run, void **out);
 
+/* ABI 1.4. A strategy that writes lt_flat.params outside the optimizer step
+ * (bagua's decentralized averaging) calls this afterwards, on the training
+ * thread, so that whatever derives from the parameters (dp replicas'
+ * copies, the mixed-precision compute copy) is refreshed before the next
+ * step. */
+LT_API void lt_run_params_changed(lt_run *run);
+
 /* Read-only view of one registered parameter of the root replica, in
  * registration order (offsets ascending). Its values are
  * lt_flat.params[offset, offset + count), its gradient the same range of
