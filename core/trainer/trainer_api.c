@@ -40,7 +40,7 @@ lt_status lt_trainer_params(lt_trainer *t, double *out, size_t count, size_t *to
         st = LT_ACC(r)->copy(&r->accel.ctx, host, dev, m->total * sizeof(double), LT_COPY_D2H);
     }
     if (st == LT_OK) st = LT_ACC(r)->synchronize(&r->accel.ctx);
-    if (st == LT_OK) memcpy(out, host, n * sizeof(double));
+    if (st == LT_OK && n) memcpy(out, host, n * sizeof(double)); /* out may be NULL with count 0 */
     if (dev) LT_ACC(r)->free(&r->accel.ctx, dev);
     free(host);
     if (st == LT_ERR_NOMEM && !host) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
