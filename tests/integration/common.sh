@@ -127,22 +127,23 @@ it_finish() {
 
 # Two nodes on this machine: network namespaces NS0 and NS1 joined by a veth
 # pair (V0 in NS0, V1 in NS1) with addresses SUBNET.1 and SUBNET.2/24, removed
-# by it_cleanup. Sets NS0 NS1 V0 V1, IN0 and IN1 (the command prefixes that
-# run in each) and ADDR (SUBNET.1, node 0's). Returns 1, leaving nothing
-# behind, when they cannot be made (not root, or ip netns refused).
-netns_pair() { # netns_pair SUBNET (e.g. 10.231.0)
-    NS0=ltn0_$$_$RANDOM NS1=ltn1_$$_$RANDOM V0=ltv0_$$_$RANDOM V1=ltv1_$$_$RANDOM
-    V0=${V0:0:15} V1=${V1:0:15} # interface names are at most 15 bytes
-    if [ "$(id -u)" = 0 ] && ip netns add $NS0 2>/dev/null && ip netns add $NS1 &&
-       ip link add $V0 type veth peer name $V1 && ip link set $V0 netns $NS0 && ip link set $V1 netns $NS1 &&
-       ip -n $NS0 addr add $1.1/24 dev $V0 && ip -n $NS1 addr add $1.2/24 dev $V1 &&
-       ip -n $NS0 link set lo up && ip -n $NS1 link set lo up &&
-       ip -n $NS0 link set $V0 up && ip -n $NS1 link set $V1 up; then
-        IN0=(ip netns exec $NS0) IN1=(ip netns exec $NS1) ADDR=$1.1
+# by it_cleanup; RATE (200mbit, 1gbit; default none) limits both ends' egress
+# with a tbf qdisc, a slow network without added delay (scripts/slow_link.sh,
+# which makes the pair). Sets NS0 NS1 V0 V1, IN0 and IN1 (the command prefixes
+# that run in each) and ADDR (SUBNET.1, node 0's). Returns 1, leaving nothing
+# behind, when they cannot be made (not root, ip netns refused, no tc or tbf),
+# with the reason in NETNS_WHY.
+netns_pair() { # netns_pair SUBNET [RATE]
+    NETNS_WHY=
+    # shellcheck source=../../scripts/slow_link.sh
+    source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/slow_link.sh" || {
+        NETNS_WHY="cannot read scripts/slow_link.sh"; return 1; }
+    if slow_link_up "$1" "${2:-none}"; then
+        NS0=$SL_NS0 NS1=$SL_NS1 V0=$SL_V0 V1=$SL_V1
+        IN0=(ip netns exec $NS0) IN1=(ip netns exec $NS1) ADDR=$SL_ADDR0
         return 0
     fi
-    ip netns del $NS0 2>/dev/null
-    ip netns del $NS1 2>/dev/null
+    NETNS_WHY=$SLOW_LINK_ERR
     NS0= NS1=
     return 1
 }
