@@ -69,6 +69,7 @@ typedef struct conn {
 
 struct lt_store_server {
     pthread_t thread;
+    bool running; /* lt_store_server_run started the thread */
     int listen_fd, wake[2];
     char token[LT_WIRE_MAX_TOKEN];
     size_t token_len;
@@ -683,9 +684,19 @@ static lt_status open_listener(const char *host, int port, int *fd_out, int *bou
     return LT_OK;
 }
 
-lt_status lt_store_server_start(const char *bind_host, int port, const char *token,
-                                 lt_store_server **out, int *bound_port, char *err,
-                                 size_t errlen) {
+/* A server whose thread never started: its descriptors and memory. */
+static void free_unstarted(lt_store_server *s) {
+    if (s->listen_fd >= 0) close(s->listen_fd);
+    if (s->wake[0] >= 0) close(s->wake[0]);
+    if (s->wake[1] >= 0) close(s->wake[1]);
+    lt_store_table_free(s->table);
+    free(s->pfds);
+    free(s);
+}
+
+lt_status lt_store_server_open(const char *bind_host, int port, const char *token,
+                                lt_store_server **out, int *bound_port, char *err,
+                                size_t errlen) {
     if (err && errlen) err[0] = 0;
     if (!out || port < 0 || port > 65535) {
         fail(err, errlen, "rendezvous store: port %d is not in 0..65535", port);
@@ -725,25 +736,8 @@ lt_status lt_store_server_start(const char *bind_host, int port, const char *tok
         fail(err, errlen, "out of memory starting the rendezvous store");
         st = LT_ERR_NOMEM;
     }
-    if (st == LT_OK) {
-        /* The server thread takes no signals: they belong to the host program's threads. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        int rc = pthread_create(&s->thread, NULL, server_main, s);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (rc) {
-            fail(err, errlen, "rendezvous store: cannot start its thread: %s", strerror(rc));
-            st = LT_ERR_IO;
-        }
-    }
     if (st != LT_OK) {
-        if (s->listen_fd >= 0) close(s->listen_fd);
-        if (s->wake[0] >= 0) close(s->wake[0]);
-        if (s->wake[1] >= 0) close(s->wake[1]);
-        lt_store_table_free(s->table);
-        free(s->pfds);
-        free(s);
+        free_unstarted(s);
         return st;
     }
     if (bound_port) *bound_port = bound;
@@ -751,8 +745,40 @@ lt_status lt_store_server_start(const char *bind_host, int port, const char *tok
     return LT_OK;
 }
 
+lt_status lt_store_server_run(lt_store_server *s, char *err, size_t errlen) {
+    if (err && errlen) err[0] = 0;
+    /* The server thread takes no signals: they belong to the host program's threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&s->thread, NULL, server_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+        fail(err, errlen, "rendezvous store: cannot start its thread: %s", strerror(rc));
+        return LT_ERR_IO;
+    }
+    s->running = true;
+    return LT_OK;
+}
+
+lt_status lt_store_server_start(const char *bind_host, int port, const char *token,
+                                 lt_store_server **out, int *bound_port, char *err,
+                                 size_t errlen) {
+    LT_CHECK(lt_store_server_open(bind_host, port, token, out, bound_port, err, errlen));
+    lt_status st = lt_store_server_run(*out, err, errlen);
+    if (st != LT_OK) {
+        free_unstarted(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 void lt_store_server_stop(lt_store_server *s) {
     if (!s) return;
+    if (!s->running) {
+        free_unstarted(s);
+        return;
+    }
     ssize_t w;
     do w = write(s->wake[1], "x", 1);
     while (w < 0 && errno == EINTR);

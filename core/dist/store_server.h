@@ -29,6 +29,18 @@ lt_status lt_store_server_start(const char *bind_host, int port, const char *tok
                                 lt_store_server **out, int *bound_port, char *err,
                                 size_t errlen);
 
+/* lt_store_server_start in two halves, for a process that forks between
+ * them: open binds and listens (clients may connect already; they wait in
+ * the backlog) but starts no thread, run starts the thread. A program that
+ * forks must not have the server thread running at the time: a child would
+ * inherit whatever lock that thread held at that instant (ASan's allocator
+ * lock deadlocked ddp_spawn's workers). stop also frees a server that was
+ * opened and never run. */
+lt_status lt_store_server_open(const char *bind_host, int port, const char *token,
+                               lt_store_server **out, int *bound_port, char *err,
+                               size_t errlen);
+lt_status lt_store_server_run(lt_store_server *srv, char *err, size_t errlen);
+
 /* Stops the thread (it leaves its poll() at once), closes every connection and
  * frees the server. Clients still connected see their connection close. NULL is
  * a no-op. Not from the server thread itself. */

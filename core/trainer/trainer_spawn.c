@@ -210,7 +210,10 @@ lt_status lt_trainer_fit_spawn(lt_trainer *t) {
     char err[512];
     lt_store_server *srv;
     int port = 0;
-    lt_status st = lt_store_server_start("127.0.0.1", info.master_port, NULL, &srv, &port, err, sizeof err);
+    /* The store's thread starts after the forks: a child must not inherit
+     * a lock that thread held at the fork (store_server.h). The workers'
+     * connections wait in the listen backlog until then. */
+    lt_status st = lt_store_server_open("127.0.0.1", info.master_port, NULL, &srv, &port, err, sizeof err);
     if (st != LT_OK) return lt_run_fail(r, st, "ddp_spawn: %s", err);
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv_int("MASTER_PORT", port);
@@ -230,6 +233,8 @@ lt_status lt_trainer_fit_spawn(lt_trainer *t) {
         if (pids[i] == 0) child_main(t, i, fds[i]);
         if (pids[i] < 0) st = lt_run_fail(r, LT_ERR_IO, "ddp_spawn: fork: %s", strerror(errno));
     }
+    if (st == LT_OK && (st = lt_store_server_run(srv, err, sizeof err)) != LT_OK)
+        lt_run_fail(r, st, "ddp_spawn: %s", err);
     if (st == LT_OK) st = supervise(t, pids, fds, n);
     else stop_children(pids, n);
     result_header h;
