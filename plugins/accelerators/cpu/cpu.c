@@ -286,6 +286,8 @@ static const lt_kernels cpu_kernel_table = {
     .max_pool_fwd = cpu_max_pool_fwd,
     .max_pool_bwd = cpu_max_pool_bwd,
     .clamp = cpu_clamp,
+    .quantize_u8 = cpu_quantize_u8,
+    .dequantize_u8 = cpu_dequantize_u8,
 };
 
 static lt_status cpu_get_kernels(lt_ctx *ctx, const lt_kernels **out) {

@@ -185,4 +185,10 @@ void cpu_max_pool_bwd(lt_ctx *ctx, lt_dtype t, const void *dy, const int32_t *ar
 void cpu_rand_fill(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, lt_rand_dist dist, double a,
                    double b, uint64_t seed, uint64_t offset);
 
+/* quantize.c */
+void cpu_quantize_u8(lt_ctx *ctx, lt_dtype t, const void *x, int64_t n, int64_t chunk,
+                     uint8_t *q, float *minmax);
+void cpu_dequantize_u8(lt_ctx *ctx, lt_dtype t, const uint8_t *q, const float *minmax, int64_t n,
+                       int64_t chunk, void *y, double beta);
+
 #endif

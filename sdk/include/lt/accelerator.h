@@ -152,6 +152,37 @@ typedef struct lt_kernels {
     /* x = min(max(x, lo), hi) element-wise, in place; NaN stays NaN (as
      * torch.clamp). For gradient clipping by value. */
     void (*clamp)(lt_ctx *ctx, lt_dtype t, void *x, int64_t n, double lo, double hi);
+
+    /* ---- ABI 1.4: 8-bit compression (bagua's bytegrad and
+     * low_precision_decentralized). An older accelerator lacks them; the
+     * core checks LT_KERNELS_HAS before use. ---- */
+
+    /* Bagua's MinMaxUInt8. Splits x (n elements of dtype t) into chunks of
+     * `chunk` >= 1 elements (the last one may be shorter) and encodes each
+     * in 8 bits: minmax[2c] and minmax[2c + 1] (f32, device memory,
+     * 2 ceil(n / chunk) floats) receive chunk c's min and max (f64: rounded
+     * outward to f32), and q[i] = rint((x[i] - min) * (255 / (max - min))),
+     * rounded to nearest, ties to even. dequantize_u8 decodes q[i] as
+     * min + q[i] * ((max - min) / 255): within (max - min) / 510 of x[i],
+     * plus the rounding of that arithmetic (at most 2^-20 (max - min) +
+     * 2^-22 max(|min|, |max|) + 2^-149 in fp32; 2^-48 of (max - min) +
+     * max(|min|, |max|) in double). Both evaluate these expressions as
+     * written, each operation rounded to nearest in fp32 (f64: double), no
+     * fused multiply-add, so any accelerator decodes the same bytes to the
+     * same values; where max - min overflows fp32 or is below 2^-96, x, min
+     * and max are first multiplied by 1/2 or 2^64 and the decoded value
+     * divided by it. A constant chunk (max == min; f64: of a value f32
+     * holds) gives q = 0 and decodes exactly. A chunk holding any NaN or
+     * infinity (f64: or a value beyond f32's range) gets minmax {NaN, NaN}
+     * and q = 0, and decodes to NaN everywhere (a non-finite gradient must
+     * stay non-finite, for loss scaling to skip the step). */
+    void (*quantize_u8)(lt_ctx *ctx, lt_dtype t, const void *x, int64_t n, int64_t chunk,
+                        uint8_t *q, float *minmax);
+    /* y = beta * y + decode(q, minmax) element-wise, chunks as quantize_u8
+     * made them (16-bit y: in fp32, rounded once on store); beta == 0 does
+     * not read y. */
+    void (*dequantize_u8)(lt_ctx *ctx, lt_dtype t, const uint8_t *q, const float *minmax,
+                          int64_t n, int64_t chunk, void *y, double beta);
 } lt_kernels;
 
 /* True when a kernel table (from a plugin built against any 1.x) has

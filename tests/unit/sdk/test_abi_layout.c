@@ -145,8 +145,10 @@ OFF(lt_module_desc, on_validation_epoch_end, 136);
 OFF(lt_module_desc, teardown, 144);
 
 /* lt_kernels */
-SIZE(lt_kernels, 208);
-OFF(lt_kernels, clamp, 200);
+SIZE(lt_kernels, 224);
+OFF(lt_kernels, clamp, 200);        /* 1.2 */
+OFF(lt_kernels, quantize_u8, 208);  /* 1.4 */
+OFF(lt_kernels, dequantize_u8, 216);
 OFF(lt_kernels, struct_size, 0);
 OFF(lt_kernels, gemm, 8);
 OFF(lt_kernels, fill, 16);
