@@ -4,6 +4,11 @@
  *   gradient_allreduce  gradients averaged over ranks exactly as ddp
  *                       (bucketed, overlapping backward): every hook is
  *                       ddp's, reached through `base`;
+ *   bytegrad            gradients averaged through 8-bit messages (min/max
+ *                       per compression_chunk elements): an all-to-all of
+ *                       compressed slices, each rank averages its slice
+ *                       and compresses it again, an all-gather
+ *                       (bytegrad.h); a quarter of ddp's bytes;
  *   decentralized       no gradient communication at all: each rank steps
  *                       on its own gradients, and after every
  *                       communication_interval-th optimizer step averages
@@ -17,25 +22,27 @@
  * point is averaging their gradients. Between averaging rounds (and with
  * shift_one, always) the ranks' parameters differ; rank 0's are the ones
  * checkpoints hold, and resuming gives every rank those.
- * bytegrad, low_precision_decentralized, async and qadam are Bagua's other
+ * low_precision_decentralized, async and qadam are Bagua's other
  * algorithms; this build refuses them by name. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include "lt/lt.h"
+#include "bytegrad.h"
 
 static const lt_strategy_desc *ddp; /* the base's resolved table */
 static const lt_strategy_desc bagua_strategy;
 
 static const lt_param_spec bagua_params[] = {
-    {"algorithm", LT_PARAM_STRING, "gradient_allreduce", "gradient_allreduce | decentralized"},
+    {"algorithm", LT_PARAM_STRING, "gradient_allreduce", "gradient_allreduce | bytegrad | decentralized"},
+    {"compression_chunk", LT_PARAM_INT, "4096", "bytegrad: elements that share one min/max in the 8-bit encoding"},
     {"peer_selection_mode", LT_PARAM_STRING, "all", "decentralized: all (every rank) | shift_one (one peer per round)"},
     {"communication_interval", LT_PARAM_INT, "1", "decentralized: optimizer steps between parameter averaging rounds"},
     {NULL, 0, NULL, NULL},
 };
 
-typedef enum algorithm { ALG_GRADIENT_ALLREDUCE, ALG_DECENTRALIZED } algorithm;
+typedef enum algorithm { ALG_GRADIENT_ALLREDUCE, ALG_BYTEGRAD, ALG_DECENTRALIZED } algorithm;
 
 typedef struct bagua {
     algorithm alg;
@@ -45,6 +52,8 @@ typedef struct bagua {
     int64_t rounds; /* averaging rounds done: shift_one's peer schedule */
     lt_flat flat;
     void *peer;     /* shift_one: the peer's parameters */
+    int64_t chunk;  /* bytegrad's compression_chunk */
+    bytegrad bg;
 } bagua;
 
 static bagua *state(lt_ctx *ctx) { return lt_ctx_keyed_state(ctx, &bagua_strategy); }
@@ -53,10 +62,11 @@ static lt_status read_params(lt_ctx *ctx, lt_run *run, bagua *b) {
     const char *alg = lt_param_str(ctx, "algorithm", "gradient_allreduce");
     if (!strcasecmp(alg, "gradient_allreduce")) b->alg = ALG_GRADIENT_ALLREDUCE;
     else if (!strcasecmp(alg, "decentralized")) b->alg = ALG_DECENTRALIZED;
+    else if (!strcasecmp(alg, "bytegrad")) b->alg = ALG_BYTEGRAD;
     else {
-        bool later = !strcasecmp(alg, "bytegrad") || !strcasecmp(alg, "low_precision_decentralized") ||
+        bool later = !strcasecmp(alg, "low_precision_decentralized") ||
                      !strcasecmp(alg, "async") || !strcasecmp(alg, "qadam");
-        lt_set_error(ctx, "strategy.algorithm = '%s': %s; use gradient_allreduce or decentralized", alg,
+        lt_set_error(ctx, "strategy.algorithm = '%s': %s; use gradient_allreduce, bytegrad or decentralized", alg,
                      later ? "Bagua has it, but this build of the bagua strategy does not yet" : "not a Bagua algorithm");
         return LT_ERR_INVALID;
     }
@@ -69,6 +79,11 @@ static lt_status read_params(lt_ctx *ctx, lt_run *run, bagua *b) {
     b->interval = lt_param_int(ctx, "communication_interval", 1);
     if (b->interval < 1) {
         lt_set_error(ctx, "strategy.communication_interval = %lld: must be >= 1", (long long)b->interval);
+        return LT_ERR_INVALID;
+    }
+    b->chunk = lt_param_int(ctx, "compression_chunk", 4096);
+    if (b->chunk < 1) {
+        lt_set_error(ctx, "strategy.compression_chunk = %lld: must be >= 1", (long long)b->chunk);
         return LT_ERR_INVALID;
     }
     int world = lt_run_world(run)->world_size;
@@ -97,28 +112,31 @@ static lt_status bagua_configure_ddp(lt_ctx *ctx, lt_run *run) {
     LT_CHECK(lt_run_flat(run, &b->flat));
     if (b->alg == ALG_DECENTRALIZED && b->shift_one)
         LT_CHECK(lt_run_alloc(run, b->flat.count * lt_dtype_size(b->flat.param_dtype), &b->peer));
-    if (lt_run_world(run)->global_rank == 0)
-        lt_log(ctx, LT_LOG_INFO, "algorithm %s%s", b->alg == ALG_DECENTRALIZED ? "decentralized, peers " : "gradient_allreduce",
-               b->alg == ALG_DECENTRALIZED ? (b->shift_one ? "shift_one" : "all") : "");
+    if (b->alg == ALG_BYTEGRAD) LT_CHECK(bytegrad_setup(ctx, &b->bg, run, b->flat.count, b->flat.grad_dtype, b->chunk));
+    if (lt_run_world(run)->global_rank != 0) return LT_OK;
+    if (b->alg == ALG_DECENTRALIZED)
+        lt_log(ctx, LT_LOG_INFO, "algorithm decentralized, peers %s", b->shift_one ? "shift_one" : "all");
+    else if (b->alg == ALG_BYTEGRAD)
+        lt_log(ctx, LT_LOG_INFO, "algorithm bytegrad, %llu bytes (u8) sent per step, min/max per %lld elements",
+               (unsigned long long)b->bg.wire_bytes, (long long)b->chunk);
+    else
+        lt_log(ctx, LT_LOG_INFO, "algorithm gradient_allreduce");
     return LT_OK;
 }
 
-static bool decentralized(lt_ctx *ctx) {
+/* Whether ddp's bucketed gradient allreduce is off: decentralized keeps
+ * the gradients local, bytegrad reduces them itself. */
+static bool not_ddp_gradients(lt_ctx *ctx) {
     const bagua *b = state(ctx);
-    return b && b->alg == ALG_DECENTRALIZED;
+    return b && b->alg != ALG_GRADIENT_ALLREDUCE;
 }
 
-/* decentralized: gradients stay local, so none of ddp's bucket traffic. */
 static lt_status bagua_on_backward_start(lt_ctx *ctx, lt_run *run, bool sync) {
-    return decentralized(ctx) ? LT_OK : ddp->on_backward_start(ctx, run, sync);
+    return not_ddp_gradients(ctx) ? LT_OK : ddp->on_backward_start(ctx, run, sync);
 }
 
 static lt_status bagua_on_grad_ready(lt_ctx *ctx, lt_run *run, size_t offset, size_t count, bool sync) {
-    return decentralized(ctx) ? LT_OK : ddp->on_grad_ready(ctx, run, offset, count, sync);
-}
-
-static lt_status bagua_before_optimizer_step(lt_ctx *ctx, lt_run *run) {
-    return decentralized(ctx) ? LT_OK : ddp->before_optimizer_step(ctx, run);
+    return not_ddp_gradients(ctx) ? LT_OK : ddp->on_grad_ready(ctx, run, offset, count, sync);
 }
 
 static lt_status group(lt_ctx *ctx, lt_run *run, lt_pg **out) {
@@ -126,6 +144,16 @@ static lt_status group(lt_ctx *ctx, lt_run *run, lt_pg **out) {
     if (*out) return LT_OK;
     lt_set_error(ctx, "bagua: no default process group (did init_dist_connection run?)");
     return LT_ERR_STATE;
+}
+
+static lt_status bagua_before_optimizer_step(lt_ctx *ctx, lt_run *run) {
+    bagua *b = state(ctx);
+    if (b && b->alg == ALG_BYTEGRAD) {
+        lt_pg *pg;
+        LT_CHECK(group(ctx, run, &pg));
+        return bytegrad_reduce(ctx, &b->bg, run, pg, b->flat.grads);
+    }
+    return not_ddp_gradients(ctx) ? LT_OK : ddp->before_optimizer_step(ctx, run);
 }
 
 /* shift_one's partner in round k: the ranks split into halves A = [0, h)
@@ -177,6 +205,7 @@ static lt_status bagua_teardown(lt_ctx *ctx, lt_run *run) {
     bagua *b = state(ctx);
     if (b) {
         if (b->peer) lt_run_free(run, b->peer);
+        bytegrad_free(&b->bg, run);
         free(b);
         lt_ctx_set_keyed_state(ctx, &bagua_strategy, NULL);
     }
@@ -185,7 +214,7 @@ static lt_status bagua_teardown(lt_ctx *ctx, lt_run *run) {
 
 static const lt_strategy_desc bagua_strategy = {
     LT_HEADER(LT_KIND_STRATEGY, lt_strategy_desc, "bagua", "ddp", "1.0.0",
-              "Bagua's algorithms: gradient_allreduce, decentralized (peer averaging)", bagua_params, &ddp),
+              "Bagua's algorithms: gradient_allreduce, bytegrad (8-bit), decentralized (peer averaging)", bagua_params, &ddp),
     .configure_ddp = bagua_configure_ddp,
     .on_backward_start = bagua_on_backward_start,
     .on_grad_ready = bagua_on_grad_ready,
