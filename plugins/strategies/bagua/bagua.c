@@ -114,8 +114,13 @@ static lt_status bagua_configure_ddp(lt_ctx *ctx, lt_run *run) {
         LT_CHECK(lt_run_alloc(run, b->flat.count * lt_dtype_size(b->flat.param_dtype), &b->peer));
     if (b->alg == ALG_BYTEGRAD) LT_CHECK(bytegrad_setup(ctx, &b->bg, run, b->flat.count, b->flat.grad_dtype, b->chunk));
     if (lt_run_world(run)->global_rank != 0) return LT_OK;
+    /* (ddp's configure_ddp, above, logged its bucket plan at debug level;
+     * under bytegrad and decentralized those buckets carry nothing, and
+     * these lines say what is sent instead.) */
     if (b->alg == ALG_DECENTRALIZED)
-        lt_log(ctx, LT_LOG_INFO, "algorithm decentralized, peers %s", b->shift_one ? "shift_one" : "all");
+        lt_log(ctx, LT_LOG_INFO, "algorithm decentralized, peers %s, every %lld steps %zu bytes (%s) sent",
+               b->shift_one ? "shift_one" : "all", (long long)b->interval,
+               b->flat.count * lt_dtype_size(b->flat.param_dtype), lt_dtype_name(b->flat.param_dtype));
     else if (b->alg == ALG_BYTEGRAD)
         lt_log(ctx, LT_LOG_INFO, "algorithm bytegrad, %llu bytes (u8) sent per step, min/max per %lld elements",
                (unsigned long long)b->bg.wire_bytes, (long long)b->chunk);
