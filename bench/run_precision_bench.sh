@@ -188,50 +188,43 @@ record() {
         "$(awk -v o="$other" 'BEGIN { if (o > 0.25) print " *" }')"
 }
 
-# lt_run MODEL PRECISION BATCH SAMPLES
-lt_run() {
-    local model=$1 p=$2 b=$3 n=$4 sps
+# timed_run SIDE MODEL TAG BATCH CMD...: one training run of lt's
+# train_bench or torch_mlp.py (SIDE lt or torch), its "SIDE ... samples_per_s="
+# figure recorded under TAG, or a message and status 1.
+timed_run() {
+    local side=$1 model=$2 tag=$3 b=$4 sps
+    shift 4
     wait_idle
     t_start
-    if ! rss_run "$log.rss" "${pin[@]}" "$bin" --model "$model" --batch "$b" --samples "$n" --gemm-secs 0 \
-        --set "trainer.precision=$p" "${bench_set[@]}" >"$log.out" 2>"$log.err"; then
-        echo "run_precision_bench: train_bench --model $model --precision $p --batch $b failed:" >&2
+    if ! rss_run "$log.rss" "${pin[@]}" "$@" >"$log.out" 2>"$log.err"; then
+        echo "run_precision_bench: $side $model $tag batch $b failed:" >&2
         tail -5 "$log.err" >&2
         status=1
         return
     fi
     t_stop
-    sps=$(sed -n 's/^lt \(model=cnn \)\{0,1\}batch=[0-9]* samples_per_s=\([0-9.]*\) .*/\2/p' "$log.out" | tail -1)
+    sps=$(sed -n "s/^$side \(model=cnn \)\{0,1\}batch=[0-9]* samples_per_s=\([0-9.]*\) .*/\2/p" "$log.out" | tail -1)
     if [ -z "$sps" ]; then
-        echo "run_precision_bench: no figure from train_bench --model $model --precision $p --batch $b" >&2
+        echo "run_precision_bench: no figure from $side $model $tag batch $b" >&2
         status=1
         return
     fi
-    record "$model" lt "$p" "$b" "$sps"
+    record "$model" "$side" "$tag" "$b" "$sps"
+}
+
+# lt_run MODEL PRECISION BATCH SAMPLES
+lt_run() {
+    timed_run lt "$1" "$2" "$3" "$bin" --model "$1" --batch "$3" --samples "$4" --gemm-secs 0 \
+        --set "trainer.precision=$2" "${bench_set[@]}"
 }
 
 # torch_run MODEL AUTOCAST BATCH SAMPLES WARMUP
 torch_run() {
-    local model=$1 ac=$2 b=$3 n=$4 w=$5 sps tag
     [ "$have_torch" = 1 ] || return 0
-    tag=$([ "$ac" = none ] && echo 32-true || echo "$ac-autocast")
-    wait_idle
-    t_start
-    if ! rss_run "$log.rss" "${pin[@]}" "$TORCH_PY" "$here/torch_mlp.py" --model "$model" --autocast "$ac" \
-        --batch "$b" --samples "$n" --warmup "$w" >"$log.out" 2>"$log.err"; then
-        echo "run_precision_bench: torch_mlp.py --model $model --autocast $ac --batch $b failed:" >&2
-        tail -5 "$log.err" >&2
-        status=1
-        return
-    fi
-    t_stop
-    sps=$(sed -n 's/^torch \(model=cnn \)\{0,1\}batch=[0-9]* samples_per_s=\([0-9.]*\) .*/\2/p' "$log.out" | tail -1)
-    if [ -z "$sps" ]; then
-        echo "run_precision_bench: no figure from torch_mlp.py --model $model --autocast $ac --batch $b" >&2
-        status=1
-        return
-    fi
-    record "$model" torch "$tag" "$b" "$sps"
+    local tag=32-true
+    [ "$2" = none ] || tag="$2-autocast"
+    timed_run torch "$1" "$tag" "$3" "$TORCH_PY" "$here/torch_mlp.py" --model "$1" --autocast "$2" \
+        --batch "$3" --samples "$4" --warmup "$5"
 }
 
 echo

@@ -13,6 +13,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "avx2_transpose8.h"
 
 #define AVX2 __attribute__((target("avx2,fma")))
 #define INLINE inline __attribute__((always_inline))
@@ -119,25 +120,6 @@ bool lt_sgemm_avx2_usable(void) {
     return avx2_ok;
 }
 
-/* In-register transpose of 8 rows of 8 floats: r[k] becomes column k. */
-static AVX2 INLINE void transpose8(__m256 r[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-    for (int j = 0; j < 4; j++) {
-        r[j] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x20);
-        r[j + 4] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x31);
-    }
-}
-
 /* dst[c, r] = alpha * src[r, c] + beta * dst[c, r] for r < rows, c < cols
  * (src row stride lds, dst row stride ldd); beta 0 never reads dst. In 8 x 8
  * blocks, edges masked. */
@@ -155,7 +137,7 @@ static AVX2 void transpose_scale(float *dst, int64_t ldd, const float *src, int6
                 r[i] = i >= nr   ? _mm256_setzero_ps()
                        : nc == 8 ? _mm256_loadu_ps(src + (r0 + i) * lds + c0)
                                  : _mm256_maskload_ps(src + (r0 + i) * lds + c0, cmask);
-            transpose8(r);
+            avx2_transpose8(r);
             for (int c = 0; c < nc; c++) {
                 float *d = dst + (c0 + c) * ldd + r0;
                 __m256 v = alpha == 1.0f ? r[c] : _mm256_mul_ps(r[c], va);

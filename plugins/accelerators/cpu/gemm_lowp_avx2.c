@@ -55,25 +55,7 @@ static tiles_layout layout_of(bool stream, int64_t m, int64_t n, int64_t k) {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "gemm_lowp_simd.h"
-
-/* In-register transpose of 8 rows of 8 floats: r[k] becomes column k. */
-INL void transpose8(__m256 r[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-    for (int j = 0; j < 4; j++) {
-        r[j] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x20);
-        r[j + 4] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x31);
-    }
-}
+#include "avx2_transpose8.h"
 
 /* ---- packing -------------------------------------------------------------- */
 
@@ -87,7 +69,7 @@ INL void widen_transpose8(bool bf, float *dst, int64_t ldd, const uint16_t *src,
         v[r] = r >= rows   ? _mm256_setzero_ps()
                : cols == 8 ? widen8(bf, src + r * ld)
                            : widen_part(bf, src + r * ld, cols);
-    transpose8(v);
+    avx2_transpose8(v);
     for (int c = 0; c < cols; c++) _mm256_storeu_ps(dst + c * ldd, v[c]);
 }
 
