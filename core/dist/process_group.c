@@ -31,6 +31,7 @@ struct lt_pg {
     char name[64];
     char prefix[160];
     int rank, size;
+    int *global;              /* the job's rank of each group rank (a subgroup's differ) */
     int64_t timeout_ms;
     int64_t stall_ms;
     uint64_t seq;
@@ -54,6 +55,13 @@ lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t er
     }
     pg->rank = spec->rank;
     pg->size = spec->size;
+    pg->global = malloc(sizeof *pg->global * (size_t)(spec->size > 0 ? spec->size : 1));
+    if (!pg->global) {
+        free(pg);
+        snprintf(err, errlen, "out of memory");
+        return LT_ERR_NOMEM;
+    }
+    for (int r = 0; r < spec->size; r++) pg->global[r] = spec->global_ranks ? spec->global_ranks[r] : r;
     pg->bctx = *spec->backend_ctx;
     pg->b = (const lt_backend_desc *)pg->bctx.desc;
     snprintf(pg->name, sizeof pg->name, "%s", spec->name ? spec->name : "default");
@@ -78,13 +86,14 @@ lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t er
                            .main_address = spec->main_address};
         st = pg->b->create(&pg->bctx, pg->bstore, pg->rank, pg->size, &o, &pg->g);
         if (st != LT_OK)
-            snprintf(err, errlen, "rank %d: creating process group '%s' with %s: %s", pg->rank, pg->name,
+            snprintf(err, errlen, "rank %d: creating process group '%s' with %s: %s", pg->global[pg->rank], pg->name,
                      pg->bctx.name, lt_last_error(&pg->bctx));
     }
     if (st != LT_OK) {
         if (pg->bstore) lt_store_close(pg->bstore);
         if (pg->store) lt_store_close(pg->store);
         pthread_mutex_destroy(&pg->pool_lock);
+        free(pg->global);
         free(pg);
         return st;
     }
@@ -104,6 +113,7 @@ void lt_pg_destroy(lt_pg *pg) {
         pg->free_works = n;
     }
     pthread_mutex_destroy(&pg->pool_lock);
+    free(pg->global);
     free(pg);
 }
 
@@ -152,7 +162,7 @@ static void post_failure_of(lt_pg *pg, int rank, const char *reason) {
     free(cur);
 }
 
-void lt_pg_post_failure(lt_pg *pg, const char *reason) { post_failure_of(pg, pg->rank, reason); }
+void lt_pg_post_failure(lt_pg *pg, const char *reason) { post_failure_of(pg, pg->global[pg->rank], reason); }
 
 /* Another rank posted why it failed: its reason replaces the symptom this
  * rank saw (a closed connection, an abort, a fingerprint no longer
@@ -169,7 +179,7 @@ static bool peer_failure(lt_pg *pg) {
     free(v);
     char *tab = strchr(text, '\t');
     int rank = tab ? atoi(text) : -1;
-    if (!tab || rank == pg->rank) return false;
+    if (!tab || rank == pg->global[pg->rank]) return false;
     pg_fail(pg, "rank %d failed: %s", rank, tab + 1);
     return true;
 }
@@ -184,10 +194,10 @@ static lt_status issue(lt_pg *pg, lt_status st, lt_backend_work *bw, lt_work **o
         snprintf(what, sizeof what, "%s #%llu (%zu %s)", op, (unsigned long long)seq, count,
                  t ? lt_dtype_name(t) : "-");
     else
-        snprintf(what, sizeof what, "%s with rank %d (%zu %s)", op, peer, count, lt_dtype_name(t));
+        snprintf(what, sizeof what, "%s with rank %d (%zu %s)", op, peer < pg->size ? pg->global[peer] : peer, count, lt_dtype_name(t));
     *out = NULL;
     if (st != LT_OK) {
-        pg_fail(pg, "%s on group '%s' (rank %d): %s", what, pg->name, pg->rank,
+        pg_fail(pg, "%s on group '%s' (rank %d): %s", what, pg->name, pg->global[pg->rank],
                 lt_last_error(&pg->bctx));
         return st;
     }
@@ -199,7 +209,7 @@ static lt_status issue(lt_pg *pg, lt_status st, lt_backend_work *bw, lt_work **o
     if (!w) {
         pg->b->wait(&pg->bctx, bw, -1);
         pg->b->free_work(&pg->bctx, bw);
-        pg_fail(pg, "%s on group '%s' (rank %d): out of memory", what, pg->name, pg->rank);
+        pg_fail(pg, "%s on group '%s' (rank %d): out of memory", what, pg->name, pg->global[pg->rank]);
         return LT_ERR_NOMEM;
     }
     w->pg = pg;
@@ -241,7 +251,7 @@ static lt_status check_fingerprints(lt_work *w) {
             if (peer_failure(pg)) return LT_ERR_IO;
             pg_fail(pg, "ranks disagree on collective #%llu of group '%s': rank %d called %s but rank %d called %s; "
                     "every rank must make the same collective calls in the same order (e.g. log with sync_dist on all ranks)",
-                    (unsigned long long)w->seq, pg->name, pg->rank, w->what, r, other);
+                    (unsigned long long)w->seq, pg->name, pg->global[pg->rank], w->what, pg->global[r], other);
             return LT_ERR_MISMATCH;
         }
     }
@@ -274,9 +284,9 @@ static lt_status check_stall(lt_work *w, double waited_s) {
         if (other[0]) snprintf(last, sizeof last, "last waited long in %s", other);
         snprintf(why, sizeof why, "made no progress for %.0f s (stopped, hung, cut off, or in a step longer "
                  "than launcher.stall_timeout_s = %lld s): rank %d waits in %s on group '%s'; rank %d %s",
-                 waited_s, (long long)(pg->stall_ms / 1000), pg->rank, w->what, pg->name, r, last);
-        post_failure_of(pg, r, why);
-        pg_fail(pg, "rank %d %s", r, why);
+                 waited_s, (long long)(pg->stall_ms / 1000), pg->global[pg->rank], w->what, pg->name, pg->global[r], last);
+        post_failure_of(pg, pg->global[r], why);
+        pg_fail(pg, "rank %d %s", pg->global[r], why);
         return LT_ERR_TIMEOUT;
     }
     return LT_OK;
@@ -300,7 +310,7 @@ lt_status lt_work_wait(lt_work *w) {
                 /* A long wait and a store that stopped answering: this host
                  * lost the others, not a peer that is stuck. */
                 pg_fail(pg, "rank %d: waiting %.0f s in %s on group '%s', and %s: the network link to "
-                        "that host is cut or the host is down", pg->rank, waited, w->what, pg->name, pg->store_err);
+                        "that host is cut or the host is down", pg->global[pg->rank], waited, w->what, pg->name, pg->store_err);
                 fp = LT_ERR_IO;
             } else {
                 fp = check_stall(w, waited);
@@ -313,7 +323,7 @@ lt_status lt_work_wait(lt_work *w) {
         }
         if (lt_now() >= deadline) {
             pg_fail(pg, "rank %d: %s on group '%s' did not finish within %lld s (strategy.timeout_s); a peer is stuck or gone",
-                    pg->rank, w->what, pg->name, (long long)(pg->timeout_ms / 1000));
+                    pg->global[pg->rank], w->what, pg->name, (long long)(pg->timeout_ms / 1000));
             pg->b->abort(&pg->bctx, pg->g);
             break;
         }
@@ -336,7 +346,7 @@ lt_status lt_work_wait(lt_work *w) {
         }
         if (fp == LT_ERR_MISMATCH) st = LT_ERR_MISMATCH;
         else
-            pg_fail(pg, "rank %d: %s on group '%s' failed: %s", pg->rank, w->what, pg->name,
+            pg_fail(pg, "rank %d: %s on group '%s' failed: %s", pg->global[pg->rank], w->what, pg->name,
                     *msg ? msg : lt_status_str(st));
     }
 done:

@@ -12,6 +12,8 @@ typedef struct lt_pg_spec {
     lt_store *store;             /* connected; cloned twice (fingerprints, backend) */
     const char *name;            /* "default", "async" ...; keys in the store */
     int rank, size;
+    const int *global_ranks;     /* size entries: the job's rank of each group rank, for
+                                    messages and failure posts (copied); NULL: the same */
     int64_t timeout_ms;          /* strategy.timeout_s: a collective's deadline */
     int64_t stall_ms;            /* launcher.stall_timeout_s: after waiting this long, a
                                     peer not waiting in the same collective is named

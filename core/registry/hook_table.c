@@ -54,6 +54,7 @@ static lt_hook_info strategy_hooks[] = {
     REQ(lt_strategy_desc, barrier),
     REQ(lt_strategy_desc, teardown),
     OPT(lt_strategy_desc, eval_step, NULL),        /* the trainer's default (1.3) */
+    OPT(lt_strategy_desc, optimizer_step, NULL),   /* the trainer's default (1.5) */
 };
 
 static lt_hook_info precision_hooks[] = {

@@ -325,13 +325,10 @@ lt_status lt_replicas_optimizer_step(lt_run *r) {
     lt_replica_set *rs = r->replicas;
     lt_model *m = r->model;
     if (rs->copied) {
-        lt_optim_step(&r->optim, lt_model_opt_params(m), lt_model_opt_grads(m), m->k, m->kctx, r->epoch);
+        lt_optim_apply(&r->optim, lt_model_opt_params(m), lt_model_opt_grads(m), 0, m->total, m->k, m->kctx);
         return LT_OK;
     }
-    lt_optim_begin(&r->optim, r->epoch);
-    lt_status st = lt_replicas_run(rs, optimizer_job, NULL, "optimizer step");
-    lt_optim_end(&r->optim);
-    return st;
+    return lt_replicas_run(rs, optimizer_job, NULL, "optimizer step");
 }
 
 /* ---- the API -------------------------------------------------------------- */

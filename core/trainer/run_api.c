@@ -213,6 +213,38 @@ static lt_status default_eval_step(lt_ctx *ctx, lt_run *run, lt_step *step, lt_s
     return lt_run_module_eval_step(run, step, stage);
 }
 
+lt_status lt_run_optimizer_step(lt_run *run) {
+    lt_model *m = run->model;
+    if (!m) return lt_run_fail(run, LT_ERR_STATE, "lt_run_optimizer_step: no model yet");
+    if (run->replicas) return lt_replicas_optimizer_step(run); /* each replica's thread a slice */
+    lt_optim_apply(&run->optim, lt_model_opt_params(m), lt_model_opt_grads(m), 0, m->total, m->k, m->kctx);
+    return LT_OK;
+}
+
+lt_status lt_run_optimizer(lt_run *run, lt_optimizer_view *out) {
+    if (!out || out->struct_size < sizeof *out)
+        return lt_run_fail(run, LT_ERR_INVALID, "lt_run_optimizer: set struct_size = sizeof(lt_optimizer_view)");
+    if (!run->model || !run->optim.count)
+        return lt_run_fail(run, LT_ERR_STATE, "lt_run_optimizer: the optimizer does not exist yet (call it from configure_ddp on)");
+    const lt_optimizer *o = &run->optim;
+    const lt_optim_config *c = &o->cfg;
+    *out = (lt_optimizer_view){.struct_size = sizeof *out, .name = o->kind == LT_OPT_ADAMW ? "adamw" : "sgd",
+                               .lr = o->lr, .momentum = c->momentum, .dampening = c->dampening,
+                               .nesterov = c->nesterov, .weight_decay = c->weight_decay, .beta1 = c->beta1,
+                               .beta2 = c->beta2, .eps = c->eps, .step = o->step, .nstate = o->nstate,
+                               .count = o->count, .dtype = o->dtype};
+    for (int i = 0; i < o->nstate && i < 2; i++) {
+        out->state[i] = o->state[i];
+        out->state_names[i] = lt_optim_state_name(o, i);
+    }
+    return LT_OK;
+}
+
+static lt_status default_optimizer_step(lt_ctx *ctx, lt_run *run) {
+    (void)ctx;
+    return lt_run_optimizer_step(run);
+}
+
 void lt_run_register_defaults(void) {
     static bool done;
     if (done) return;
@@ -221,6 +253,7 @@ void lt_run_register_defaults(void) {
     lt_hooks_set_default(LT_KIND_STRATEGY, "sampler_shard", (void (*)(void))default_sampler_shard);
     lt_hooks_set_default(LT_KIND_STRATEGY, "training_step", (void (*)(void))default_training_step);
     lt_hooks_set_default(LT_KIND_STRATEGY, "eval_step", (void (*)(void))default_eval_step);
+    lt_hooks_set_default(LT_KIND_STRATEGY, "optimizer_step", (void (*)(void))default_optimizer_step);
 }
 
 /* ---- the module's collectives, through the strategy ------------------------ */

@@ -58,14 +58,15 @@ static bool accel_memory_is_host(lt_run *r) {
     return a && a->memory_is_host && a->memory_is_host(&r->accel.ctx, &host) == LT_OK && host;
 }
 
-lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_pg **out) {
+static lt_status new_group(lt_run *r, const char *backend, const char *name, const int *ranks, int n,
+                           int index, lt_pg **out) {
     *out = NULL;
     LT_CHECK(connect_store(r));
     lt_ctx bctx;
     LT_CHECK(backend_for(r, backend, &bctx));
     int64_t tmo_s = r->dist.timeout_s;
     lt_pg_spec spec = {.backend_ctx = &bctx, .store = r->store, .name = name,
-                       .rank = r->world.global_rank, .size = r->world.world_size,
+                       .rank = index, .size = n, .global_ranks = ranks,
                        .timeout_ms = tmo_s * 1000, .connect_timeout_ms = rdzv_timeout_ms(r),
                        .stall_ms = r->dist.stall_timeout_s * 1000,
                        .mem_kind = accel_memory_is_host(r) ? LT_MEM_HOST : LT_MEM_DEVICE,
@@ -73,4 +74,27 @@ lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_
     char err[1536];
     lt_status st = lt_pg_create(&spec, out, err, sizeof err);
     return st == LT_OK ? LT_OK : lt_run_fail(r, st, "%s", err);
+}
+
+lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_pg **out) {
+    return new_group(r, backend, name, NULL, r->world.world_size, r->world.global_rank, out);
+}
+
+lt_status lt_run_new_subgroup(lt_run *r, const char *backend, const char *name, const int *ranks,
+                              int count, lt_pg **out) {
+    *out = NULL;
+    int index = -1;
+    if (!name || !*name || count < 1 || !ranks)
+        return lt_run_fail(r, LT_ERR_INVALID, "lt_run_new_subgroup: needs a name and at least one rank");
+    for (int i = 0; i < count; i++) {
+        if (ranks[i] < 0 || ranks[i] >= r->world.world_size)
+            return lt_run_fail(r, LT_ERR_INVALID, "subgroup '%s': rank %d is not in the job (world size %d)", name,
+                               ranks[i], (int)r->world.world_size);
+        for (int j = 0; j < i; j++)
+            if (ranks[j] == ranks[i])
+                return lt_run_fail(r, LT_ERR_INVALID, "subgroup '%s': rank %d is listed twice", name, ranks[i]);
+        if (ranks[i] == r->world.global_rank) index = i;
+    }
+    if (index < 0) return LT_OK; /* not a member: nothing to join */
+    return new_group(r, backend, name, ranks, count, index, out);
 }

@@ -130,9 +130,11 @@ static lt_status optimizer_step(lt_trainer *t) {
         void *g = lt_model_opt_grads(m); /* true-scale gradients (master ones in mixed precision) */
         if (clip > 0 && t->opt.loop.clip_by_value) lt_clip_grad_value(g, m->total, lt_model_opt_dtype(m), clip, m->k, m->kctx);
         else if (clip > 0) lt_clip_grad_norm(g, m->total, lt_model_opt_dtype(m), clip, m->k, m->kctx);
-        if (r->replicas) LT_CHECK(lt_replicas_optimizer_step(r)); /* each replica's thread a slice */
-        else lt_optim_step(&r->optim, lt_model_opt_params(m), g, m->k, m->kctx, r->epoch);
+        lt_optim_begin(&r->optim, r->epoch); /* this step's learning rate */
+        st = LT_STRAT(r)->optimizer_step(&r->strategy.ctx, r);
+        lt_optim_end(&r->optim);
         r->params_version++;
+        if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "optimizer_step", st);
     }
     st = LT_PREC(r)->update(&r->precision.ctx, !finite);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "update", st);

@@ -1,6 +1,6 @@
 /* Worker setup (docs/architecture.md "Worker setup"): environment → accelerator → strategy
  * setup_environment → init_dist_connection → module init into flat buffers →
- * precision setup → configure_ddp → optimizer → data. */
+ * precision setup → optimizer → configure_ddp → data. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -310,9 +310,11 @@ lt_status lt_trainer_setup_worker(lt_trainer *t) {
     r->precision_started = true; /* setup may have made state before failing */
     st = LT_PREC(r)->setup(&r->precision.ctx, r);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "setup", st);
+    /* the optimizer before configure_ddp: a strategy that owns the update
+     * (bagua's qadam) checks it there (lt_run_optimizer) */
+    LT_CHECK(setup_optimizer(t));
     st = LT_STRAT(r)->configure_ddp(&r->strategy.ctx, r);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "configure_ddp", st);
-    LT_CHECK(setup_optimizer(t));
     LT_CHECK(setup_data(t));
     lt_preempt_install(t);
     t->worker_ready = true;

@@ -288,6 +288,7 @@ static const lt_kernels cpu_kernel_table = {
     .clamp = cpu_clamp,
     .quantize_u8 = cpu_quantize_u8,
     .dequantize_u8 = cpu_dequantize_u8,
+    .qadam_step = cpu_qadam_step,
 };
 
 static lt_status cpu_get_kernels(lt_ctx *ctx, const lt_kernels **out) {

@@ -171,6 +171,8 @@ void cpu_sgd_step(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *
                   int64_t n, const lt_sgd_args *a);
 void cpu_adamw_step(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *m, void *v,
                     int64_t n, const lt_adamw_args *a);
+void cpu_qadam_step(lt_ctx *ctx, lt_dtype t, void *param, const void *m, const void *v, int64_t n,
+                    const lt_adamw_args *a);
 
 /* conv.c */
 void cpu_im2col(lt_ctx *ctx, lt_dtype t, const void *x, const lt_conv_geom *g, void *col);

@@ -108,3 +108,34 @@ void cpu_adamw_step(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void
     adamw_coef k = adamw_coefs(a);
     CPU_DISPATCH(ctx, "adamw_step", t, adamw, param, grad, m, v, n, &k);
 }
+
+/* Bagua's QAdam after its warm-up: the momentum m (already averaged over
+ * ranks) and the frozen variance v are read, never written:
+ *   p = p * (1 - lr wd) - lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
+ * AdamW's update with m and v given. An element whose frozen v is 0 saw no
+ * gradient in the whole warm-up (a weight of an always-blank pixel): its
+ * step is 0, where m / eps would turn the 8-bit noise of m into a jump. */
+#define DEF_QADAM(T, S, C, LD, ST)                                                         \
+    static CPU_HOT void qadam_loop_##S(T *restrict p, const T *restrict m,                 \
+                                       const T *restrict v, int64_t n, C decay,            \
+                                       C step_size, C bc2_sqrt, C eps) {                   \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            C vi = LD(v[i]);                                                               \
+            C step = vi > 0 ? step_size * (LD(m[i]) / (sqrt(vi) / bc2_sqrt + eps)) : 0;   \
+            p[i] = ST(LD(p[i]) * decay - step);                                            \
+        }                                                                                  \
+    }                                                                                      \
+    static void qadam_##S(T *p, const T *m, const T *v, int64_t n, const adamw_coef *k) {  \
+        qadam_loop_##S(p, m, v, n, (C)k->decay, (C)k->step_size, (C)k->bc2_sqrt, (C)k->eps); \
+    }
+CPU_FOR_FLOAT_TYPES(DEF_QADAM)
+
+void cpu_qadam_step(lt_ctx *ctx, lt_dtype t, void *param, const void *m, const void *v, int64_t n,
+                    const lt_adamw_args *a) {
+    if (a->step < 1) {
+        cpu_fail(ctx, LT_ERR_INVALID, "cpu qadam_step: step %lld; steps count from 1", (long long)a->step);
+        return;
+    }
+    adamw_coef k = adamw_coefs(a);
+    CPU_DISPATCH(ctx, "qadam_step", t, qadam, param, m, v, n, &k);
+}

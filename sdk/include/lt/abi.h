@@ -22,7 +22,7 @@ extern "C" {
 
 #define LT_PLUGIN_MAGIC 0x3170544Cu /* "LTp1" little-endian */
 #define LT_ABI_MAJOR 1
-#define LT_ABI_MINOR 4
+#define LT_ABI_MINOR 5
 /* 1.1: lt_kernels gained the convolution and pooling kernels, accelerators
  *      the optional memory_is_host hook, lt_pg_options the main address.
  * 1.2: liblt gained keyed plugin state, lt_ctx_original, and the parameter
@@ -31,7 +31,9 @@ extern "C" {
  * 1.3: replicas (lt/replica.h) for dp and ddp2, the strategy's eval_step
  *      hook and the LT_LAUNCH_NODE launch kind.
  * 1.4: mixed precision: lt_run_master_grads, and precision dtypes whose
- *      param differs from compute (fp32 master weights, 16-bit compute). */
+ *      param differs from compute (fp32 master weights, 16-bit compute).
+ * 1.5: subgroups (lt_run_new_subgroup), the strategy's optimizer_step hook
+ *      with lt_run_optimizer and lt_run_optimizer_step (bagua's qadam). */
 
 #if defined(__GNUC__)
 #define LT_API __attribute__((visibility("default")))

@@ -64,6 +64,33 @@ LT_API lt_status lt_run_master_grads(lt_run *run, void **out);
  * step. */
 LT_API void lt_run_params_changed(lt_run *run);
 
+/* ABI 1.5. The configured optimizer (optimizer.* of the config), as a
+ * strategy that owns the update (its optimizer_step hook) needs it. */
+typedef struct lt_optimizer_view {
+    uint32_t struct_size;   /* set to sizeof(lt_optimizer_view) before the call */
+    const char *name;       /* "sgd" | "adamw" */
+    double lr;              /* this step's, after warm-up and schedule */
+    double momentum, dampening; /* sgd */
+    int32_t nesterov;       /* sgd */
+    double weight_decay;    /* sgd: L2 added to the gradient; adamw: decoupled */
+    double beta1, beta2, eps; /* adamw */
+    int64_t step;           /* optimizer steps before this one (adamw's bias
+                               correction counts this one as step + 1) */
+    int32_t nstate;         /* state buffers: sgd 0 or 1, adamw 2 */
+    void *state[2];         /* sgd: momentum_buffer; adamw: exp_avg, exp_avg_sq;
+                               count elements of dtype, saved in checkpoints */
+    const char *state_names[2];
+    size_t count;           /* lt_flat.count */
+    lt_dtype dtype;         /* lt_flat.param_dtype */
+} lt_optimizer_view;
+/* Fills *out (its struct_size set by the caller); valid from configure_ddp
+ * to teardown, and `lr` and `step` as of the current optimizer step when
+ * called from optimizer_step. */
+LT_API lt_status lt_run_optimizer(lt_run *run, lt_optimizer_view *out);
+/* The core's update of the parameters from the master gradients with the
+ * configured optimizer: the strategy's default optimizer_step. */
+LT_API lt_status lt_run_optimizer_step(lt_run *run);
+
 /* Read-only view of one registered parameter of the root replica, in
  * registration order (offsets ascending). Its values are
  * lt_flat.params[offset, offset + count), its gradient the same range of
@@ -116,6 +143,14 @@ LT_API lt_store *lt_run_store(lt_run *run);
  * in the same order. */
 LT_API lt_status lt_run_new_group(lt_run *run, const char *backend, const char *name,
                                   lt_pg **out);
+/* ABI 1.5. A group over some of the job's ranks: ranks[i] (global ranks,
+ * distinct) becomes the group's rank i. Only the members take part: each
+ * calls it with the same name, list and order, and gets the group; a rank
+ * not listed gets *out = NULL and LT_OK without waiting. Names must differ
+ * between subgroups that exist at once ("local/0", "local/1", "leaders").
+ * Messages and failure posts of the group name global ranks. */
+LT_API lt_status lt_run_new_subgroup(lt_run *run, const char *backend, const char *name,
+                                     const int *ranks, int count, lt_pg **out);
 /* The group every strategy hook after init_dist_connection communicates
  * over (gradients, sync_dist, all_gather ...). init_dist_connection sets it;
  * from then on the run owns it and destroys it after the strategy's

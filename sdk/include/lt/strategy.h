@@ -127,6 +127,19 @@ typedef struct lt_strategy_desc {
      * or test_step on the root replica; dp and ddp2 call
      * lt_run_replicas_eval_step. */
     lt_status (*eval_step)(lt_ctx *ctx, lt_run *run, lt_step *step, lt_stage stage);
+
+    /* ---- ABI 1.5 ---- */
+    /* Optional: the optimizer's update of one step, in place of the core's
+     * (bagua's qadam). Training thread, after before_optimizer_step, the
+     * precision's unscale_and_check and gradient clipping, and only when
+     * the step goes ahead (a 16-mixed step with Inf/NaN gradients skips
+     * it). lt_run_optimizer gives the configured optimizer: this step's
+     * learning rate, the hyper-parameters and its state buffers, which
+     * checkpoints save and restore. Must leave lt_flat.params updated from
+     * the gradients in lt_run_master_grads; afterwards the core counts the
+     * step and refreshes whatever derives from the parameters. Default:
+     * lt_run_optimizer_step (lt/run.h), which a replacement may call. */
+    lt_status (*optimizer_step)(lt_ctx *ctx, lt_run *run);
 } lt_strategy_desc;
 
 #ifdef __cplusplus

@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (n),                                           \
                    "offsetof(" #type ", " #field ") changed: bump the ABI (top of file)")
 
-_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 4,
+_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 5,
                "the ABI version changed: update the layouts below to the new version's");
 
 #if defined(__x86_64__)
@@ -95,7 +95,7 @@ OFF(lt_environment_desc, node_rank, 120);
 OFF(lt_environment_desc, local_world_size, 128);
 
 /* lt_strategy_desc */
-SIZE(lt_strategy_desc, 216);
+SIZE(lt_strategy_desc, 224);
 OFF(lt_strategy_desc, hdr, 0);
 OFF(lt_strategy_desc, launch_kind, 64);
 OFF(lt_strategy_desc, batch_multiplier, 72);
@@ -116,6 +116,7 @@ OFF(lt_strategy_desc, broadcast, 184);
 OFF(lt_strategy_desc, barrier, 192);
 OFF(lt_strategy_desc, teardown, 200);
 OFF(lt_strategy_desc, eval_step, 208); /* 1.3 */
+OFF(lt_strategy_desc, optimizer_step, 216); /* 1.5 */
 
 /* lt_precision_desc */
 SIZE(lt_precision_desc, 128);
@@ -145,10 +146,11 @@ OFF(lt_module_desc, on_validation_epoch_end, 136);
 OFF(lt_module_desc, teardown, 144);
 
 /* lt_kernels */
-SIZE(lt_kernels, 224);
+SIZE(lt_kernels, 232);
 OFF(lt_kernels, clamp, 200);        /* 1.2 */
 OFF(lt_kernels, quantize_u8, 208);  /* 1.4 */
 OFF(lt_kernels, dequantize_u8, 216);
+OFF(lt_kernels, qadam_step, 224); /* 1.5 */
 OFF(lt_kernels, struct_size, 0);
 OFF(lt_kernels, gemm, 8);
 OFF(lt_kernels, fill, 16);
@@ -234,6 +236,16 @@ OFF(lt_param_view, dtype, 64);
 SIZE(lt_bucket_view, 16);
 OFF(lt_bucket_view, offset, 0);
 OFF(lt_bucket_view, count, 8);
+
+/* lt_optimizer_view (1.5) */
+SIZE(lt_optimizer_view, 144);
+OFF(lt_optimizer_view, struct_size, 0);
+OFF(lt_optimizer_view, name, 8);
+OFF(lt_optimizer_view, lr, 16);
+OFF(lt_optimizer_view, step, 80);
+OFF(lt_optimizer_view, state, 96);
+OFF(lt_optimizer_view, count, 128);
+OFF(lt_optimizer_view, dtype, 136);
 
 /* lt_world */
 SIZE(lt_world, 292);
