@@ -5,10 +5,13 @@
  * +Inf, so that step's gradients are Inf/NaN. 16-mixed must skip exactly
  * those optimizer steps on every rank and back the loss scale off.
  * Writes the input in place: cpu accelerator only (its device memory is
- * host memory). Used by precision.sh; built into the test plugin dir. */
+ * host memory). With model.delay_ms, rank model.delay_rank sleeps that
+ * long in every training step: a slow rank for bagua's async. Used by
+ * precision.sh and bagua.sh; built into the test plugin dir. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "../../examples/fashion_mnist/classifier.h"
 #include "lt/lt.h"
 
@@ -17,6 +20,7 @@ typedef struct probe {
     char steps[256]; /* ",3,7," */
     int64_t rank;
     bool every;
+    int64_t delay_ms, delay_rank;
 } probe;
 
 static const lt_param_spec probe_params[] = {
@@ -24,6 +28,8 @@ static const lt_param_spec probe_params[] = {
     {"inject_steps", LT_PARAM_STRING, "", "comma-separated global steps whose gradients become Inf/NaN"},
     {"inject_rank", LT_PARAM_INT, "0", "the rank that injects (-1: all)"},
     {"inject_every", LT_PARAM_BOOL, "false", "inject at every step"},
+    {"delay_ms", LT_PARAM_INT, "0", "milliseconds rank delay_rank sleeps in each training step"},
+    {"delay_rank", LT_PARAM_INT, "1", "the rank that sleeps"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -37,6 +43,8 @@ static lt_status probe_init(lt_ctx *ctx, lt_model *model) {
     snprintf(p->steps, sizeof p->steps, ",%s,", lt_param_str(ctx, "inject_steps", ""));
     p->rank = lt_param_int(ctx, "inject_rank", 0);
     p->every = lt_param_bool(ctx, "inject_every", false);
+    p->delay_ms = lt_param_int(ctx, "delay_ms", 0);
+    p->delay_rank = lt_param_int(ctx, "delay_rank", 1);
     lt_ctx_set_state(ctx, p);
     return LT_OK;
 }
@@ -64,6 +72,10 @@ static lt_tensor *forward(lt_ctx *ctx, lt_step *s) {
     probe *p = lt_ctx_state(ctx);
     lt_tensor *in = lt_step_input(s, 0);
     if (in && injects(p, s)) poison(in);
+    if (p->delay_ms > 0 && lt_step_training(s) && lt_step_rank(s) == p->delay_rank) {
+        struct timespec d = {(time_t)(p->delay_ms / 1000), (long)(p->delay_ms % 1000) * 1000000L};
+        nanosleep(&d, NULL);
+    }
     lt_tensor *x = lt_flatten(s, in);
     x = lt_relu(s, lt_linear(s, p->layers[0], x));
     x = lt_relu(s, lt_linear(s, p->layers[1], x));
