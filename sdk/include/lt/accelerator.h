@@ -184,14 +184,15 @@ typedef struct lt_kernels {
     void (*dequantize_u8)(lt_ctx *ctx, lt_dtype t, const uint8_t *q, const float *minmax,
                           int64_t n, int64_t chunk, void *y, double beta);
     /* ---- ABI 1.5 ---- */
-    /* Bagua's QAdam update once its warm-up is over: adamw_step's update of
-     * param from a given first moment m (the momentum averaged over ranks)
-     * and a frozen second moment v, both read only:
-     *   param = param (1 - lr wd) - lr / (1 - beta1^step)
-     *           * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
-     * (a->step 1-based, as adamw_step); an element whose v is 0 (no
-     * gradient during the warm-up) gets no step beyond the decay: its m is
-     * only the compression's noise, which m / eps would blow up. */
+    /* Bagua's QAdam update once its warm-up is over, from a given first
+     * moment m (the momentum averaged over ranks) and a frozen second
+     * moment v, both read only (a->step 1-based, as adamw_step):
+     *   u = (m / (1 - beta1^step)) / (sqrt(v) / sqrt(1 - beta2^step) + eps)
+     *   param = param (1 - lr wd) - lr clamp(u, -bound, bound)
+     * with bound = max(1, (1 - beta1) / sqrt(1 - beta2)), the largest |u|
+     * Adam's own update reaches, and u = 0 where v = 0 (no gradient in the
+     * whole warm-up): with v frozen, m / eps would otherwise turn a
+     * rarely-seen element's first gradients into jumps. */
     void (*qadam_step)(lt_ctx *ctx, lt_dtype t, void *param, const void *m, const void *v,
                        int64_t n, const lt_adamw_args *a);
 } lt_kernels;
