@@ -352,6 +352,8 @@ static const core_key core_keys[] = {
     {"trainer", "plugin_dir", S, "", "extra directory searched for plugins", ANY},
     {"model", "name", S, "", "the module plugin to train", ANY},
     {"data", "dir", S, "/usr/share/datasets/fashion-mnist", "dataset directory", ANY},
+    {"data", "cache_dir", S, "auto",
+     "where the built-in IDX reader keeps decoded images, shared by the host's ranks (auto: $XDG_CACHE_HOME/lt or ~/.cache/lt; none: off)", ANY},
     {"data", "batch_size", I, "64", "samples per batch per device", {AT_LEAST(1)}},
     {"data", "val_batch_size", I, "0", "validation batch size; 0 = batch_size",
      {AT_LEAST(0), H("0 = batch_size")}},

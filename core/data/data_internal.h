@@ -35,6 +35,14 @@
 lt_status lt_idx_dataset_open(const char *images_path, const char *labels_path,
                               double mean, double std, lt_dataset *out, char *err,
                               size_t errlen);
+/* The same, with the images decoded once into `cache_dir` (idx_cache.h;
+ * NULL: no cache) and read from there sample by sample (pread), so the
+ * decoded pixels are shared by the host's processes through the page cache
+ * instead of copied into each. A cache that cannot be written is skipped
+ * (the images stay in memory); an entry that does not match is rebuilt. */
+lt_status lt_idx_dataset_open_cached(const char *images_path, const char *labels_path, double mean,
+                                     double std, const char *cache_dir, lt_dataset *out, char *err,
+                                     size_t errlen);
 
 /* A view of samples [start, start + count) of `base`, renumbered from 0 (the
  * train/validation split: the last val_split samples of train validate).

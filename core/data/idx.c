@@ -1,8 +1,15 @@
 /* IDX files (the MNIST family's format) as an lt_dataset, and subset views.
  *
- * Both files are read into memory at open, so `get` is a table lookup per
- * pixel and needs no locking. zlib's gzread reads plain files transparently,
- * so uncompressed IDX files work through the same path. */
+ * Without a cache both files are read into memory at open, so `get` is a
+ * table lookup per pixel and needs no locking. zlib's gzread reads plain
+ * files transparently, so uncompressed IDX files work through the same path.
+ *
+ * With a cache directory (data.cache_dir), the first open decompresses the
+ * images once into a plain IDX file there (idx_cache.c); every later open,
+ * by any process of the host, reads only its header, and `get` preads one
+ * sample at a time. The decoded images then live once, in the kernel's page
+ * cache, shared by the host's ranks, instead of once per process: start-up
+ * skips ~0.2 s of inflate and each rank's RSS ~47 MB (Fashion-MNIST). */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -13,6 +20,7 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "data_internal.h"
+#include "idx_cache.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u /* u8 elements, 3 dimensions */
 #define IDX_MAGIC_LABELS 0x00000801u /* u8 elements, 1 dimension */
@@ -24,7 +32,9 @@
 #define CORRUPT_FIX "re-download the file or reinstall dataset-fashion-mnist"
 
 typedef struct idx_dataset {
-    uint8_t *images;   /* n * rows * cols */
+    uint8_t *images;   /* n * rows * cols; NULL when read from images_fd */
+    int images_fd;     /* the cached plain IDX file, -1 when in memory */
+    char images_path[512]; /* that file, for messages */
     uint8_t *labels;   /* n */
     int64_t n;
     int64_t rows, cols;
@@ -233,6 +243,24 @@ static lt_status idx_field_info(void *self, int field, lt_field_info *out) {
     return LT_ERR_INVALID;
 }
 
+/* One sample's pixels from the cached file: a short read means the file
+ * changed under us (truncated, replaced), which the message says. */
+static lt_status idx_pread(const idx_dataset *d, int64_t index, uint8_t *buf, size_t px) {
+    off_t at = (off_t)(IDX_IMAGES_HEADER + (size_t)index * px);
+    size_t got = 0;
+    while (got < px) {
+        ssize_t r = pread(d->images_fd, buf + got, px - got, at + (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            lt_set_error(NULL, "%s: cannot read sample %lld (%s); delete the file (data.cache_dir) and run again",
+                         d->images_path, (long long)index, r < 0 ? strerror(errno) : "file is shorter than its header says");
+            return LT_ERR_IO;
+        }
+        got += (size_t)r;
+    }
+    return LT_OK;
+}
+
 static lt_status idx_get(void *self, int64_t index, void *const *dst) {
     const idx_dataset *d = self;
     if (index < 0 || index >= d->n) {
@@ -241,9 +269,17 @@ static lt_status idx_get(void *self, int64_t index, void *const *dst) {
         return LT_ERR_INVALID;
     }
     int64_t px = d->rows * d->cols;
-    const uint8_t *src = d->images + index * px;
     float *img = dst[0];
-    for (int64_t i = 0; i < px; i++) img[i] = d->lut[src[i]];
+    if (d->images) {
+        const uint8_t *src = d->images + index * px;
+        for (int64_t i = 0; i < px; i++) img[i] = d->lut[src[i]];
+    } else {
+        /* the pixels land in the float buffer's tail, then widen in place
+         * from the front: byte i is read before float i overwrites it */
+        uint8_t *tmp = (uint8_t *)(img + px) - px;
+        LT_CHECK(idx_pread(d, index, tmp, (size_t)px));
+        for (int64_t i = 0; i < px; i++) img[i] = d->lut[tmp[i]];
+    }
     *(int32_t *)dst[1] = d->labels[index];
     return LT_OK;
 }
@@ -252,6 +288,7 @@ static void idx_destroy(void *self) {
     idx_dataset *d = self;
     if (!d) return;
     free(d->images);
+    if (d->images_fd >= 0) close(d->images_fd);
     free(d->labels);
     free(d);
 }
@@ -265,19 +302,40 @@ static const lt_dataset_iface idx_iface = {
     .destroy = idx_destroy,
 };
 
-static lt_status idx_read_both(idx_file *img, idx_file *lab, char *err, size_t errlen) {
+/* The images through the cache: the cached file's header when it is there
+ * and matches (img gets dims and the open fd), else decompress the source
+ * into memory (img->data), write the cache and switch to it. A cache that
+ * cannot be written only costs the memory. */
+static lt_status idx_images(idx_file *img, const char *cache_dir, int *fd, char *cpath, size_t cplen,
+                            char *err, size_t errlen) {
+    *fd = -1;
+    if (!cache_dir || lt_idx_cache_path(cache_dir, img->path, cpath, cplen) != LT_OK)
+        return idx_file_read(img, IDX_MAGIC_IMAGES, err, errlen);
+    uint32_t dims[3];
+    *fd = lt_idx_cache_open(cpath, IDX_MAGIC_IMAGES, dims);
+    if (*fd >= 0) {
+        img->magic = IDX_MAGIC_IMAGES;
+        img->ndims = 3;
+        memcpy(img->dims, dims, sizeof dims);
+        return idx_check_dims(img, err, errlen);
+    }
     LT_CHECK(idx_file_read(img, IDX_MAGIC_IMAGES, err, errlen));
-    LT_CHECK(idx_file_read(lab, IDX_MAGIC_LABELS, err, errlen));
-    if (img->dims[0] != lab->dims[0])
-        return fail(err, errlen, LT_ERR_CORRUPT,
-                    "%s holds %u images but %s holds %u labels; pair files of the same split "
-                    "(train-* with train-*, t10k-* with t10k-*)",
-                    img->path, img->dims[0], lab->path, lab->dims[0]);
+    if (lt_idx_cache_write(cpath, IDX_MAGIC_IMAGES, img->dims, img->data, img->payload) == LT_OK) {
+        uint32_t again[3];
+        *fd = lt_idx_cache_open(cpath, IDX_MAGIC_IMAGES, again);
+        if (*fd >= 0 && !memcmp(again, img->dims, sizeof again)) {
+            free(img->data);
+            img->data = NULL;
+        } else if (*fd >= 0) {
+            close(*fd);
+            *fd = -1;
+        }
+    }
     return LT_OK;
 }
 
-lt_status lt_idx_dataset_open(const char *images_path, const char *labels_path, double mean,
-                              double std, lt_dataset *out, char *err, size_t errlen) {
+lt_status lt_idx_dataset_open_cached(const char *images_path, const char *labels_path, double mean, double std,
+                                     const char *cache_dir, lt_dataset *out, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
     if (out) memset(out, 0, sizeof *out);
     if (!images_path || !labels_path || !out)
@@ -287,7 +345,15 @@ lt_status lt_idx_dataset_open(const char *images_path, const char *labels_path, 
                     "idx dataset: normalization mean %g, std %g: std must be > 0 and both finite",
                     mean, std);
     idx_file img = {.path = images_path}, lab = {.path = labels_path};
-    lt_status st = idx_read_both(&img, &lab, err, errlen);
+    int fd = -1;
+    char cpath[512] = "";
+    lt_status st = idx_images(&img, cache_dir, &fd, cpath, sizeof cpath, err, errlen);
+    if (st == LT_OK) st = idx_file_read(&lab, IDX_MAGIC_LABELS, err, errlen);
+    if (st == LT_OK && img.dims[0] != lab.dims[0])
+        st = fail(err, errlen, LT_ERR_CORRUPT,
+                  "%s holds %u images but %s holds %u labels; pair files of the same split "
+                  "(train-* with train-*, t10k-* with t10k-*)",
+                  img.path, img.dims[0], lab.path, lab.dims[0]);
     idx_file_close(&img);
     idx_file_close(&lab);
     idx_dataset *d = st == LT_OK ? calloc(1, sizeof *d) : NULL;
@@ -295,13 +361,20 @@ lt_status lt_idx_dataset_open(const char *images_path, const char *labels_path, 
     if (st != LT_OK) {
         free(img.data);
         free(lab.data);
+        if (fd >= 0) close(fd);
         return st;
     }
-    *d = (idx_dataset){.images = img.data, .labels = lab.data, .n = img.dims[0],
+    *d = (idx_dataset){.images = img.data, .images_fd = fd, .labels = lab.data, .n = img.dims[0],
                        .rows = img.dims[1], .cols = img.dims[2]};
+    snprintf(d->images_path, sizeof d->images_path, "%s", cpath);
     for (int v = 0; v < 256; v++) d->lut[v] = (float)(((double)v / 255.0 - mean) / std);
     *out = (lt_dataset){.iface = &idx_iface, .self = d};
     return LT_OK;
+}
+
+lt_status lt_idx_dataset_open(const char *images_path, const char *labels_path, double mean,
+                              double std, lt_dataset *out, char *err, size_t errlen) {
+    return lt_idx_dataset_open_cached(images_path, labels_path, mean, std, NULL, out, err, errlen);
 }
 
 /* ---- subset views ----------------------------------------------------------- */

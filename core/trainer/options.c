@@ -112,6 +112,7 @@ static lt_status read_loop(reader *r, lt_loop_options *o) {
 static lt_status read_data(reader *r, lt_data_options *o) {
     LT_CHECK(copy_key(r, o->dir, sizeof o->dir, "data", "dir"));
     copy(o->dir_origin, sizeof o->dir_origin, lt_config_origin(r->c, "data", "dir"));
+    LT_CHECK(copy_key(r, o->cache_dir, sizeof o->cache_dir, "data", "cache_dir"));
     o->mean = f64(r, "data", "normalize_mean");
     o->std = f64(r, "data", "normalize_std");
     o->batch_size = i64(r, "data", "batch_size");

@@ -30,6 +30,7 @@ typedef struct lt_loop_options {
 typedef struct lt_data_options {
     char dir[1024];           /* Fashion-MNIST's idx files (modules may bring their own data) */
     char dir_origin[320];
+    char cache_dir[512];      /* data.cache_dir as set ("auto", "none" or a directory) */
     double mean, std;         /* normalisation */
     int64_t batch_size, val_batch_size;
     int64_t val_split;        /* samples held out of the training set */

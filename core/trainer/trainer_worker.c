@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "trainer_internal.h"
+#include "data/idx_cache.h"
 
 #define ENV_CALL(r, hook, out)                                                          \
     do {                                                                                \
@@ -241,9 +242,11 @@ lt_status lt_trainer_open_data(lt_trainer *t) {
         t->data_open = true;
         return LT_OK;
     }
+    char cache_buf[600];
+    const char *cache = lt_idx_cache_dir(d->cache_dir, cache_buf, sizeof cache_buf) ? cache_buf : NULL;
     snprintf(img, sizeof img, "%s/train-images-idx3-ubyte.gz", dir);
     snprintf(lab, sizeof lab, "%s/train-labels-idx1-ubyte.gz", dir);
-    lt_status st = lt_idx_dataset_open(img, lab, mean, std, &t->train_base, err, sizeof err);
+    lt_status st = lt_idx_dataset_open_cached(img, lab, mean, std, cache, &t->train_base, err, sizeof err);
     if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s (%s): %s", dir, d->dir_origin, err);
     int64_t n = t->train_base.iface->length(t->train_base.self);
     int64_t nval = d->val_split;
@@ -254,7 +257,7 @@ lt_status lt_trainer_open_data(lt_trainer *t) {
     if (nval > 0) lt_dataset_subset(&t->train_base, n - nval, nval, &t->val_ds);
     snprintf(img, sizeof img, "%s/t10k-images-idx3-ubyte.gz", dir);
     snprintf(lab, sizeof lab, "%s/t10k-labels-idx1-ubyte.gz", dir);
-    st = lt_idx_dataset_open(img, lab, mean, std, &t->test_ds, err, sizeof err);
+    st = lt_idx_dataset_open_cached(img, lab, mean, std, cache, &t->test_ds, err, sizeof err);
     if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s: %s", dir, err);
     t->data_open = true;
     return LT_OK;

@@ -2,6 +2,7 @@
  * a file can be broken, each with the message a user would need. */
 #define _GNU_SOURCE
 #include <CUnit/Basic.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <zlib.h>
 #include "cunit_run.h"
 #include "data/data_internal.h"
+#include "data/idx_cache.h"
 
 #define FMNIST_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
 #define MEAN 0.2860
@@ -224,6 +226,93 @@ static void check_split(const char *split, int64_t n, int64_t per_class) {
 
 static void test_real_train(void) { check_split("train", 60000, 6000); }
 static void test_real_test(void) { check_split("t10k", 10000, 1000); }
+
+/* ---- the decoded-image cache (data.cache_dir) -------------------------------- */
+
+static void check_synthetic(lt_dataset *ds);
+
+static int count_entries(const char *dir) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "ls -1 '%s' 2>/dev/null | grep -c img", dir);
+    FILE *p = popen(cmd, "r");
+    int n = 0;
+    if (p && fscanf(p, "%d", &n) != 1) n = -1;
+    if (p) pclose(p);
+    return n;
+}
+
+/* Every sample of a cached dataset equals the uncached one's, bit for bit. */
+static void expect_same_samples(lt_dataset *a, lt_dataset *b) {
+    int64_t n = a->iface->length(a->self), bad = 0;
+    CU_ASSERT_EQUAL_FATAL(n, b->iface->length(b->self));
+    float ia[SYN_SIDE * SYN_SIDE], ib[SYN_SIDE * SYN_SIDE];
+    int32_t la, lb;
+    void *da[2] = {ia, &la}, *db[2] = {ib, &lb};
+    for (int64_t i = 0; i < n; i++) {
+        CU_ASSERT_EQUAL_FATAL(a->iface->get(a->self, i, da), LT_OK);
+        CU_ASSERT_EQUAL_FATAL(b->iface->get(b->self, i, db), LT_OK);
+        if (la != lb || memcmp(ia, ib, sizeof ia)) bad++;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+static void test_cache(void) {
+    write_good_pair();
+    char a[512], b[512], cache[512], entry[700];
+    tmp_path(a, sizeof a, "img.gz");
+    tmp_path(b, sizeof b, "lab.gz");
+    tmp_path(cache, sizeof cache, "cache/sub");
+    lt_dataset plain, first, second;
+    CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open(a, b, MEAN, STD, &plain, err, sizeof err), LT_OK);
+    /* the first open decodes and writes the entry (making the directories) */
+    CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, cache, &first, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(count_entries(cache), 1);
+    CU_ASSERT_EQUAL_FATAL(lt_idx_cache_path(cache, a, entry, sizeof entry), LT_OK);
+    struct stat sb;
+    CU_ASSERT(stat(entry, &sb) == 0 && sb.st_size == 16 + SYN_N * SYN_SIDE * SYN_SIDE);
+    /* the second reads it: same samples, and no second entry */
+    CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, cache, &second, err, sizeof err), LT_OK);
+    expect_same_samples(&plain, &first);
+    expect_same_samples(&plain, &second);
+    check_synthetic(&second);
+    CU_ASSERT_EQUAL(count_entries(cache), 1);
+    lt_dataset_destroy(&second);
+    /* a damaged entry (cut short) is not used: rebuilt, and the data stay right */
+    CU_ASSERT_EQUAL(truncate(entry, 1000), 0);
+    CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, cache, &second, err, sizeof err), LT_OK);
+    expect_same_samples(&plain, &second);
+    CU_ASSERT(stat(entry, &sb) == 0 && sb.st_size == 16 + SYN_N * SYN_SIDE * SYN_SIDE);
+    lt_dataset_destroy(&second);
+    /* the entry cut while a dataset reads it: get fails naming the file and the fix */
+    CU_ASSERT_EQUAL(truncate(entry, 1000), 0);
+    float img[SYN_SIDE * SYN_SIDE];
+    int32_t label;
+    void *dst[2] = {img, &label};
+    CU_ASSERT_EQUAL(first.iface->get(first.self, SYN_N - 1, dst), LT_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(NULL), "delete the file"));
+    lt_dataset_destroy(&first);
+    /* a replaced source (new content, new mtime) gets an entry of its own */
+    struct timespec later[2] = {{0, UTIME_OMIT}, {sb.st_mtim.tv_sec + 5, 0}};
+    CU_ASSERT_EQUAL(utimensat(AT_FDCWD, a, later, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, cache, &second, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(count_entries(cache), 2);
+    expect_same_samples(&plain, &second);
+    lt_dataset_destroy(&second);
+    /* an unwritable cache only costs memory: the dataset opens from the source */
+    CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, "/proc/no-cache-here", &second, err,
+                                                     sizeof err), LT_OK);
+    expect_same_samples(&plain, &second);
+    lt_dataset_destroy(&second);
+    lt_dataset_destroy(&plain);
+    /* data.cache_dir's spellings */
+    char out[512];
+    CU_ASSERT_FALSE(lt_idx_cache_dir("none", out, sizeof out));
+    CU_ASSERT_FALSE(lt_idx_cache_dir("", out, sizeof out));
+    CU_ASSERT(lt_idx_cache_dir("/x/y", out, sizeof out) && !strcmp(out, "/x/y"));
+    setenv("XDG_CACHE_HOME", "/xdg", 1);
+    CU_ASSERT(lt_idx_cache_dir("auto", out, sizeof out) && !strcmp(out, "/xdg/lt"));
+    unsetenv("XDG_CACHE_HOME");
+}
 
 /* ---- synthetic files ------------------------------------------------------------ */
 
@@ -466,6 +555,7 @@ int main(void) {
     CU_add_test(s, "bad arguments", test_bad_args);
     CU_add_test(s, "subset view", test_subset);
     CU_add_test(s, "concurrent get", test_concurrent_get);
+    CU_add_test(s, "decoded-image cache", test_cache);
     int rc = lt_cunit_run();
     /* The synthetic cases ran; the real files' did not: not a pass (ctest: skipped). */
     return rc == 0 && g_real_missing ? 77 : rc;
