@@ -74,6 +74,7 @@ struct lt_run {
     /* progress */
     int64_t epoch;          /* current (0-based) */
     int64_t global_step;    /* optimizer steps taken */
+    bool first_step_logged; /* the debug line start-up benches read */
     int64_t batch_in_epoch; /* batches consumed in the current epoch (resume) */
     lt_metrics metrics;
     lt_status_slot *status_slot; /* progress for ltrun, or NULL */
