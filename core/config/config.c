@@ -394,7 +394,7 @@ static const core_key core_keys[] = {
     {"logger", "csv", B, "true", "write metrics.csv", ANY},
     {"logger", "name", S, "lt_logs", "log directory name under default_root_dir", ANY},
     {"logger", "version", S, "", "run version; empty = next free version_N", ANY},
-    {"strategy", "process_group_backend", S, "auto", "gloo, nccl or auto", ANY},
+    {"strategy", "process_group_backend", S, "auto", "auto (cpu: shm when every rank is on one host, else gloo; gpu: nccl), gloo, shm or nccl", ANY},
     {"strategy", "timeout_s", I, "1800", "collective timeout in seconds", {IN(1, TIMEOUT_TOP)}},
     {"environment", "name", S, "auto", "cluster environment plugin; auto = detect", ANY},
     {"launcher", "master_addr", S, "127.0.0.1", "rendezvous host", ANY},

@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <time.h>
 #include "common/ctx.h"
+#include "hier_group.h"
 #include "process_group.h"
 
 #define PG_CHECK_SLICE_MS 1000
@@ -36,6 +37,7 @@ struct lt_pg {
     int64_t stall_ms;
     uint64_t seq;
     char error[1024];
+    lt_hier *hier;            /* a hierarchical group: b and g unused (hier_group.h) */
 };
 
 struct lt_work {
@@ -43,6 +45,7 @@ struct lt_work {
     lt_work *next;            /* in pg->free_works */
     lt_backend_work *w;
     uint64_t seq;             /* 0 for send/recv: only the pair takes part, no check */
+    lt_hier_job *job;         /* a hierarchical group's allreduce */
     char what[96];            /* "allreduce #12 (1024 f32)" */
 };
 
@@ -104,9 +107,13 @@ lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t er
 
 void lt_pg_destroy(lt_pg *pg) {
     if (!pg) return;
-    pg->b->destroy(&pg->bctx, pg->g);
-    lt_store_close(pg->bstore); /* after destroy: the backend may use it until then */
-    lt_store_close(pg->store);
+    if (pg->hier) {
+        lt_hier_free(pg->hier);
+    } else {
+        pg->b->destroy(&pg->bctx, pg->g);
+        lt_store_close(pg->bstore); /* after destroy: the backend may use it until then */
+        lt_store_close(pg->store);
+    }
     while (pg->free_works) {
         lt_work *n = pg->free_works->next;
         free(pg->free_works);
@@ -118,16 +125,20 @@ void lt_pg_destroy(lt_pg *pg) {
 }
 
 bool lt_pg_supports(lt_pg *pg, lt_dtype t, lt_redop op) {
+    if (pg->hier) return lt_hier_supports(pg->hier, t, op);
     bool ok = true;
     return pg->b->supports(&pg->bctx, t, op, &ok) == LT_OK && ok;
 }
 
-const char *lt_pg_backend_name(const lt_pg *pg) { return pg->bctx.name; }
+const char *lt_pg_backend_name(const lt_pg *pg) { return pg->hier ? "shm+gloo (hierarchical)" : pg->bctx.name; }
 
 int lt_pg_rank(const lt_pg *pg) { return pg->rank; }
 int lt_pg_size(const lt_pg *pg) { return pg->size; }
 const char *lt_pg_error(const lt_pg *pg) { return pg->error; }
-void lt_pg_abort(lt_pg *pg) { pg->b->abort(&pg->bctx, pg->g); }
+void lt_pg_abort(lt_pg *pg) {
+    if (pg->hier) lt_hier_abort(pg->hier);
+    else pg->b->abort(&pg->bctx, pg->g);
+}
 
 /* The group's error message: the first failure's. Collectives failing behind
  * it (aborted, "failed earlier") would only hide the cause. */
@@ -146,7 +157,7 @@ static void failure_key(char *key, size_t n) {
     snprintf(key, n, LT_FAILURE_KEY "%s", gen && *gen ? gen : "0");
 }
 
-bool lt_pg_failed(const lt_pg *pg) { return pg->failed; }
+bool lt_pg_failed(const lt_pg *pg) { return pg->failed || (pg->hier && lt_pg_failed(lt_hier_flat(pg->hier))); }
 
 static void post_failure_of(lt_pg *pg, int rank, const char *reason) {
     if (pg->fp_off) return;
@@ -162,7 +173,10 @@ static void post_failure_of(lt_pg *pg, int rank, const char *reason) {
     free(cur);
 }
 
-void lt_pg_post_failure(lt_pg *pg, const char *reason) { post_failure_of(pg, pg->global[pg->rank], reason); }
+void lt_pg_post_failure(lt_pg *pg, const char *reason) {
+    if (pg->hier) lt_pg_post_failure(lt_hier_flat(pg->hier), reason);
+    else post_failure_of(pg, pg->global[pg->rank], reason);
+}
 
 /* Another rank posted why it failed: its reason replaces the symptom this
  * rank saw (a closed connection, an abort, a fingerprint no longer
@@ -214,6 +228,7 @@ static lt_status issue(lt_pg *pg, lt_status st, lt_backend_work *bw, lt_work **o
     }
     w->pg = pg;
     w->w = bw;
+    w->job = NULL;
     w->seq = seq;
     memcpy(w->what, what, sizeof what);
     *out = w;
@@ -292,8 +307,27 @@ static lt_status check_stall(lt_work *w, double waited_s) {
     return LT_OK;
 }
 
+static void recycle(lt_pg *pg, lt_work *w) {
+    pthread_mutex_lock(&pg->pool_lock);
+    w->next = pg->free_works;
+    pg->free_works = w;
+    pthread_mutex_unlock(&pg->pool_lock);
+}
+
+/* A hierarchical allreduce: its stages' groups check fingerprints, stalls
+ * and timeouts themselves; this waits for the last of them. */
+static lt_status hier_wait(lt_work *w) {
+    lt_pg *pg = w->pg;
+    char err[1024];
+    lt_status st = lt_hier_wait(w->job, -1, err, sizeof err);
+    if (st != LT_OK) pg_fail(pg, "rank %d: %s on group '%s' failed: %s", pg->global[pg->rank], w->what, pg->name, err);
+    recycle(pg, w);
+    return st;
+}
+
 lt_status lt_work_wait(lt_work *w) {
     if (!w) return LT_ERR_INVALID;
+    if (w->job) return hier_wait(w);
     lt_pg *pg = w->pg;
     double start = lt_now(), deadline = start + (double)pg->timeout_ms / 1000.0;
     lt_status st;
@@ -332,7 +366,10 @@ lt_status lt_work_wait(lt_work *w) {
      * too (aborted, "failed earlier"): the first failure's message and
      * published fingerprint name the cause, so later ones neither publish
      * nor replace them. */
-    if (st != LT_OK && !pg->failed && st != LT_ERR_MISMATCH && st != LT_ERR_TIMEOUT) {
+    /* (A backend that compares the collectives itself, as shm does, fails
+     * fast with LT_ERR_MISMATCH; the fingerprints below then name both
+     * ranks and both calls the same way as for gloo.) */
+    if (st != LT_OK && !pg->failed && st != LT_ERR_TIMEOUT) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", lt_last_error(&pg->bctx));
         /* A peer that failed posted why before aborting (see lt_pg_post_failure). */
@@ -351,26 +388,46 @@ lt_status lt_work_wait(lt_work *w) {
     }
 done:
     pg->b->free_work(&pg->bctx, w->w);
-    pthread_mutex_lock(&pg->pool_lock);
-    w->next = pg->free_works;
-    pg->free_works = w;
-    pthread_mutex_unlock(&pg->pool_lock);
+    recycle(pg, w);
     return st;
 }
 
+static lt_status hier_allreduce(lt_pg *pg, void *buf, size_t count, lt_dtype t, lt_redop op, lt_work **out) {
+    *out = NULL;
+    lt_hier_job *job = NULL;
+    lt_status st = lt_hier_allreduce(pg->hier, buf, count, t, op, &job);
+    pthread_mutex_lock(&pg->pool_lock);
+    lt_work *w = st == LT_OK ? pg->free_works : NULL;
+    if (w) pg->free_works = w->next;
+    pthread_mutex_unlock(&pg->pool_lock);
+    if (st == LT_OK && !w) w = malloc(sizeof *w);
+    if (st != LT_OK || !w) {
+        if (job) lt_hier_wait(job, -1, (char[8]){0}, 8);
+        pg_fail(pg, "allreduce on group '%s' (rank %d): out of memory", pg->name, pg->global[pg->rank]);
+        return LT_ERR_NOMEM;
+    }
+    *w = (lt_work){.pg = pg, .job = job, .seq = ++pg->seq};
+    snprintf(w->what, sizeof w->what, "allreduce #%llu (%zu %s)", (unsigned long long)w->seq, count, lt_dtype_name(t));
+    *out = w;
+    return LT_OK;
+}
+
 lt_status lt_pg_allreduce(lt_pg *pg, void *buf, size_t count, lt_dtype t, lt_redop op, lt_work **w) {
+    if (pg->hier) return hier_allreduce(pg, buf, count, t, op, w);
     lt_backend_work *bw = NULL;
     lt_status st = pg->b->allreduce(&pg->bctx, pg->g, buf, count, t, op, &bw);
     return issue(pg, st, bw, w, "allreduce", count, t, -1);
 }
 
 lt_status lt_pg_broadcast(lt_pg *pg, void *buf, size_t count, lt_dtype t, int root, lt_work **w) {
+    if (pg->hier) return lt_pg_broadcast(lt_hier_flat(pg->hier), buf, count, t, root, w);
     lt_backend_work *bw = NULL;
     lt_status st = pg->b->broadcast(&pg->bctx, pg->g, buf, count, t, root, &bw);
     return issue(pg, st, bw, w, "broadcast", count, t, -1);
 }
 
 lt_status lt_pg_allgather(lt_pg *pg, const void *send, void *recv, size_t count, lt_dtype t, lt_work **w) {
+    if (pg->hier) return lt_pg_allgather(lt_hier_flat(pg->hier), send, recv, count, t, w);
     lt_backend_work *bw = NULL;
     lt_status st = pg->b->allgather(&pg->bctx, pg->g, send, recv, count, t, &bw);
     return issue(pg, st, bw, w, "allgather", count, t, -1);
@@ -378,24 +435,28 @@ lt_status lt_pg_allgather(lt_pg *pg, const void *send, void *recv, size_t count,
 
 lt_status lt_pg_reduce_scatter(lt_pg *pg, const void *send, void *recv, size_t count, lt_dtype t,
                                lt_redop op, lt_work **w) {
+    if (pg->hier) return lt_pg_reduce_scatter(lt_hier_flat(pg->hier), send, recv, count, t, op, w);
     lt_backend_work *bw = NULL;
     lt_status st = pg->b->reduce_scatter(&pg->bctx, pg->g, send, recv, count, t, op, &bw);
     return issue(pg, st, bw, w, "reduce_scatter", count, t, -1);
 }
 
 lt_status lt_pg_send(lt_pg *pg, const void *buf, size_t count, lt_dtype t, int peer, uint32_t tag, lt_work **w) {
+    if (pg->hier) return lt_pg_send(lt_hier_flat(pg->hier), buf, count, t, peer, tag, w);
     lt_backend_work *bw = NULL;
     lt_status st = pg->b->send(&pg->bctx, pg->g, buf, count, t, peer, tag, &bw);
     return issue(pg, st, bw, w, "send", count, t, peer);
 }
 
 lt_status lt_pg_recv(lt_pg *pg, void *buf, size_t count, lt_dtype t, int peer, uint32_t tag, lt_work **w) {
+    if (pg->hier) return lt_pg_recv(lt_hier_flat(pg->hier), buf, count, t, peer, tag, w);
     lt_backend_work *bw = NULL;
     lt_status st = pg->b->recv(&pg->bctx, pg->g, buf, count, t, peer, tag, &bw);
     return issue(pg, st, bw, w, "recv", count, t, peer);
 }
 
 lt_status lt_pg_barrier(lt_pg *pg, lt_work **w) {
+    if (pg->hier) return lt_pg_barrier(lt_hier_flat(pg->hier), w);
     lt_backend_work *bw = NULL;
     lt_status st = pg->b->barrier(&pg->bctx, pg->g, &bw);
     return issue(pg, st, bw, w, "barrier", 0, 0, -1);
@@ -411,4 +472,29 @@ lt_status lt_pg_broadcast_sync(lt_pg *pg, void *buf, size_t count, lt_dtype t, i
     lt_work *w;
     LT_CHECK(lt_pg_broadcast(pg, buf, count, t, root, &w));
     return lt_work_wait(w);
+}
+
+lt_status lt_pg_create_hierarchical(const char *name, lt_pg *local, lt_pg *leaders, lt_pg *flat, lt_pg **out,
+                                    char *err, size_t errlen) {
+    *out = NULL;
+    lt_pg *pg = calloc(1, sizeof *pg);
+    int size = lt_pg_size(flat);
+    if (pg) pg->global = malloc(sizeof *pg->global * (size_t)size);
+    lt_status st = pg && pg->global ? lt_hier_new(local, leaders, flat, &pg->hier) : LT_ERR_NOMEM;
+    if (st != LT_OK) {
+        if (pg) free(pg->global);
+        free(pg);
+        snprintf(err, errlen, "out of memory for process group '%s'", name);
+        return st;
+    }
+    pg->rank = lt_pg_rank(flat);
+    pg->size = size;
+    for (int r = 0; r < size; r++) pg->global[r] = flat->global[r];
+    snprintf(pg->name, sizeof pg->name, "%s", name);
+    pg->timeout_ms = flat->timeout_ms;
+    pthread_mutex_init(&pg->pool_lock, NULL);
+    lt_log(NULL, LT_LOG_DEBUG, "process group '%s': rank %d of %d, hierarchical (node over %s, leaders over %s)",
+           pg->name, pg->rank, pg->size, lt_pg_backend_name(local), leaders ? lt_pg_backend_name(leaders) : "-");
+    *out = pg;
+    return LT_OK;
 }

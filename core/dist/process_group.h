@@ -28,6 +28,13 @@ typedef struct lt_pg_spec {
  * every rank calls it with the same name. */
 lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t errlen);
 
+/* A hierarchical group (hier_group.h) named `name` over the ranks of `flat`:
+ * allreduce through `local` (this node's ranks) then `leaders` (one rank per
+ * node; NULL on the others) then a broadcast in `local`; everything else
+ * over `flat`. Takes ownership of the three. */
+lt_status lt_pg_create_hierarchical(const char *name, lt_pg *local, lt_pg *leaders, lt_pg *flat, lt_pg **out,
+                                    char *err, size_t errlen);
+
 /* The first failure of a job, posted in the store for the other ranks and
  * for ltrun: "<rank>\t<one-line reason>" under LT_FAILURE_KEY<restart
  * count>; only the first post of an attempt stays. */

@@ -76,7 +76,54 @@ static lt_status new_group(lt_run *r, const char *backend, const char *name, con
     return st == LT_OK ? LT_OK : lt_run_fail(r, st, "%s", err);
 }
 
+/* process_group_backend = auto across hosts (gloo loaded) with several
+ * ranks per host, numbered node by node: a hierarchical group, shared memory
+ * inside the node and gloo across the leaders (hier_group.h). */
+static bool wants_hierarchy(lt_run *r, const char *backend) {
+    const lt_world *w = &r->world;
+    const char *cfg = lt_config_value(r->config, "strategy", "process_group_backend");
+    return (!backend || !strcasecmp(backend, "auto")) && cfg && !strcasecmp(cfg, "auto") && r->backend.loaded &&
+           !strcasecmp(r->backend.ctx.name, "gloo") && w->local_world_size > 1 &&
+           w->world_size > w->local_world_size && w->world_size % w->local_world_size == 0 &&
+           w->global_rank == w->node_rank * w->local_world_size + w->local_rank;
+}
+
+static lt_status new_hierarchical(lt_run *r, const char *name, lt_pg **out) {
+    const lt_world *w = &r->world;
+    int lws = w->local_world_size, nodes = w->world_size / lws;
+    int *ranks = malloc(sizeof *ranks * (size_t)(lws > nodes ? lws : nodes));
+    if (!ranks) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
+    lt_pg *local = NULL, *leaders = NULL, *flat = NULL;
+    char sub[96];
+    lt_status st = LT_OK;
+    for (int node = 0; node < nodes && st == LT_OK; node++) { /* every rank, every node, in order */
+        for (int i = 0; i < lws; i++) ranks[i] = node * lws + i;
+        snprintf(sub, sizeof sub, "%s/node%d", name, node);
+        lt_pg *pg = NULL;
+        st = lt_run_new_subgroup(r, "shm", sub, ranks, lws, &pg);
+        if (pg) local = pg;
+    }
+    for (int node = 0; node < nodes; node++) ranks[node] = node * lws;
+    snprintf(sub, sizeof sub, "%s/leaders", name);
+    if (st == LT_OK) st = lt_run_new_subgroup(r, "gloo", sub, ranks, nodes, &leaders);
+    snprintf(sub, sizeof sub, "%s/flat", name);
+    if (st == LT_OK) st = new_group(r, "gloo", sub, NULL, w->world_size, w->global_rank, &flat);
+    free(ranks);
+    char err[256] = "";
+    if (st == LT_OK) st = lt_pg_create_hierarchical(name, local, leaders, flat, out, err, sizeof err);
+    if (st != LT_OK) { /* the lt_run_ calls above reported their own failure */
+        lt_pg_destroy(local);
+        lt_pg_destroy(leaders);
+        lt_pg_destroy(flat);
+        return err[0] ? lt_run_fail(r, st, "%s", err) : st;
+    }
+    lt_log(NULL, LT_LOG_DEBUG, "group '%s': hierarchical, %d nodes x %d ranks: shm inside the node, gloo across", name,
+           nodes, lws);
+    return LT_OK;
+}
+
 lt_status lt_run_new_group(lt_run *r, const char *backend, const char *name, lt_pg **out) {
+    if (wants_hierarchy(r, backend)) return new_hierarchical(r, name, out);
     return new_group(r, backend, name, NULL, r->world.world_size, r->world.global_rank, out);
 }
 

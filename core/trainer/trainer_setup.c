@@ -222,10 +222,31 @@ static lt_status pick_environment(lt_run *r) {
     return LT_OK;
 }
 
+/* Whether every rank of the job runs on this host: the environment's word
+ * when it has one (torchrun, srun and mpirun set world and local sizes),
+ * else trainer.num_nodes. */
+static bool one_host(lt_run *r) {
+    const lt_environment_desc *e = LT_ENV(r);
+    int world = 0, local = 0;
+    if (e && e->world_size(&r->env.ctx, &world) == LT_OK && e->local_world_size &&
+        e->local_world_size(&r->env.ctx, &local) == LT_OK && world > 1 && local > 0)
+        return world == local;
+    int64_t nodes = 1; /* (r->num_nodes is read later, with the options) */
+    lt_config_int(r->config, "trainer", "num_nodes", &nodes, NULL, 0);
+    return nodes <= 1;
+}
+
+/* process_group_backend = auto picks the transport by topology, as NCCL
+ * does: on cpu, shared memory when every rank is on this host (no socket
+ * copies through the kernel), gloo when the job spans hosts; nccl on gpu. */
 static lt_status pick_backend(lt_run *r) {
     if (r->launch == LT_LAUNCH_NONE) return LT_OK;
     const char *b = cfg(r, "strategy", "process_group_backend");
-    if (!strcasecmp(b, "auto")) b = strcasecmp(r->accel.ctx.name, "gpu") ? "gloo" : "nccl";
+    if (!strcasecmp(b, "auto")) {
+        b = !strcasecmp(r->accel.ctx.name, "gpu") ? "nccl" : one_host(r) ? "shm" : "gloo";
+        lt_log(NULL, LT_LOG_DEBUG, "strategy.process_group_backend = auto: %s (%s)", b,
+               !strcasecmp(b, "shm") ? "every rank on this host" : !strcasecmp(b, "gloo") ? "ranks on several hosts" : "gpu");
+    }
     return load_plugin(r, &r->backend, LT_KIND_BACKEND, b, "strategy.process_group_backend");
 }
 

@@ -13,6 +13,10 @@
 #   b. bad input: hierarchical = true with bytegrad is refused in setup
 #      (exit 2) with a one-line error naming strategy.hierarchical (each
 #      of the 2 ranks prints that same line).
+#   d. ddp with process_group_backend = auto on the same 2 x 2: the core
+#      builds a hierarchical default group (shm inside each node, gloo
+#      across the leaders; core/dist/hier_group.c), which trains what flat
+#      gloo trains (float32 1e-5 norm / 1e-4 max, float64 1e-10).
 #   c. async (a background thread averaging parameters every
 #      sync_interval_ms over the group "bagua-async"), 1 process per node:
 #      kill -9 rank 1's worker (node 1) while it trains; node 0 must end
@@ -63,8 +67,9 @@ two_nodes() { # two_nodes LABEL args...: 2 x 2 ranks; node 0's checkpoint is $(c
 
 echo "bagua_nodes: a. hierarchical gradient_allreduce vs ddp, 2 nodes x 2 processes x batch 32, 20 steps"
 HIER=(--strategy bagua --set strategy.algorithm=gradient_allreduce --set strategy.hierarchical=true)
-two_nodes ddp --strategy ddp --max-steps 20
-two_nodes hier "${HIER[@]}" --max-steps 20 --set trainer.log_level=debug
+GLOO=(--set strategy.process_group_backend=gloo) # the flat reference (auto would be hierarchical too)
+two_nodes ddp --strategy ddp --max-steps 20 "${GLOO[@]}"
+two_nodes hier "${HIER[@]}" --max-steps 20 --set trainer.log_level=debug "${GLOO[@]}"
 check "hier: rank 0 says 'algorithm gradient_allreduce, hierarchical'" \
     contains "$IT_TMP/hier-n0.err" "algorithm gradient_allreduce, hierarchical"
 # The groups it made (debug lines): each node's ranks, and ranks 0 and 2 as leaders.
@@ -81,9 +86,20 @@ check "hier: bagua-local/0 = ranks 0,1, bagua-local/1 = ranks 2,3, bagua-leaders
 # elementwise), and float64 to 1e-10 on both, where a wrong average shows.
 ckpt_equal "$(ckpt_of hier)" "$(ckpt_of ddp)" 1e-5 norm "hierarchical equals ddp on 2 x 2, float32"
 ckpt_equal "$(ckpt_of hier)" "$(ckpt_of ddp)" 1e-4 max "hierarchical equals ddp on 2 x 2, float32"
-two_nodes ddp64 --strategy ddp --max-steps 20 --precision 64-true
-two_nodes hier64 "${HIER[@]}" --max-steps 20 --precision 64-true
+two_nodes ddp64 --strategy ddp --max-steps 20 --precision 64-true "${GLOO[@]}"
+two_nodes hier64 "${HIER[@]}" --max-steps 20 --precision 64-true "${GLOO[@]}"
 ckpt_equal "$(ckpt_of hier64)" "$(ckpt_of ddp64)" 1e-10 both "hierarchical equals ddp on 2 x 2, float64"
+
+echo "bagua_nodes: d. ddp with process_group_backend = auto on 2 x 2: shm inside each node, gloo across (the core's hierarchical group)"
+two_nodes auto --strategy ddp --max-steps 20 --set trainer.log_level=debug
+for n in 0 1; do
+    check "auto: node $n's ranks run the hierarchical default group" \
+        [ "$(grep -c "group 'default': hierarchical, 2 nodes x 2 ranks: shm inside the node, gloo across" "$IT_TMP/auto-n$n.err")" -eq 2 ]
+done
+ckpt_equal "$(ckpt_of auto)" "$(ckpt_of ddp)" 1e-5 norm "auto (hierarchical) equals gloo on 2 x 2, float32"
+ckpt_equal "$(ckpt_of auto)" "$(ckpt_of ddp)" 1e-4 max "auto (hierarchical) equals gloo on 2 x 2, float32"
+two_nodes auto64 --strategy ddp --max-steps 20 --precision 64-true
+ckpt_equal "$(ckpt_of auto64)" "$(ckpt_of ddp64)" 1e-10 both "auto (hierarchical) equals gloo on 2 x 2, float64"
 
 echo "bagua_nodes: b. bad input: hierarchical with bytegrad (2 ranks)"
 run_ltrun bad "${BASE[@]}" --strategy bagua --set strategy.algorithm=bytegrad --set strategy.hierarchical=true \

@@ -97,7 +97,11 @@ check "--check says the configuration is valid" says check '^ltrun: configuratio
 check "--check names the plugins it loaded" says check 'strategy single_device, precision 32-true.*model fashion_mnist_mlp'
 cli checkddp --config "$INI" --plugin-dir "$PLUGINS" --check --strategy ddp --devices 2
 check "--check with ddp x 2 exits 0" [ "$RC" -eq 0 ]
-check "--check with ddp loads strategy ddp and backend gloo" says checkddp 'strategy ddp,.*backend gloo'
+check "--check with ddp on one host loads strategy ddp and backend shm (auto)" says checkddp 'strategy ddp,.*backend shm'
+cli checkgloo --config "$INI" --plugin-dir "$PLUGINS" --check --strategy ddp --devices 2 --set strategy.process_group_backend=gloo
+check "--check with an explicit gloo keeps gloo" says checkgloo 'strategy ddp,.*backend gloo'
+cli check2n --config "$INI" --plugin-dir "$PLUGINS" --check --strategy ddp --devices 2 --num-nodes 2 --master-addr 127.0.0.1 --master-port 29999
+check "--check with ddp on 2 nodes loads backend gloo (auto)" says check2n 'strategy ddp,.*backend gloo'
 cli typo --config "$INI" --plugin-dir "$PLUGINS" --check --set trainer.max_epochz=3
 check "--check with trainer.max_epochz exits 2 ($RC)" [ "$RC" -eq 2 ]
 check "the message names max_epochz and suggests max_epochs" says typo "unknown key 'max_epochz'.*did you mean 'max_epochs'"

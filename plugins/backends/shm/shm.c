@@ -8,8 +8,10 @@
  * has passed a barrier of the step in between, which every rank enters only
  * after it finished reading half p.
  *
- * Each group has one worker thread that runs the queued works in issue order;
- * the issuing hooks only enqueue. The barrier is sense-reversing on a shared
+ * Each group has one worker thread that runs the queued collectives in issue
+ * order; the issuing hooks only enqueue. Point-to-point send and recv use
+ * rings of their own after the slots and are moved by the waiting thread
+ * (shm_p2p.h), never queued behind collectives. The barrier is sense-reversing on a shared
  * counter: waiters spin ~20 us, then futex-wait (shared futex) in 10 ms slices,
  * checking the abort word, their deadline and whether a peer process died. */
 #define _GNU_SOURCE
@@ -33,6 +35,7 @@
 #include <unistd.h>
 
 #include "shm_hooks.h"
+#include "shm_p2p.h"
 
 #define SHM_MAGIC 0x6c74736d68300001ull
 #define MAX_WORLD 1024
@@ -68,9 +71,9 @@ static size_t hdr_bytes(int world) {
     return (fp_offset(world) + 2 * (size_t)world * sizeof(shm_fp) + 4095) & ~(size_t)4095;
 }
 
-typedef enum { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER } kind;
+typedef enum { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER, K_SEND, K_RECV } kind;
 static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
-                                         "barrier"};
+                                         "barrier", "send", "recv"};
 
 struct lt_backend_work {
     struct lt_backend_group *g;
@@ -83,6 +86,7 @@ struct lt_backend_work {
     lt_redop op;
     int root;
     unsigned long long seq;
+    shm_p2p_op *p2p;  /* send/recv: its ring progress (under g->p2p_mu) */
     /* under g->mu */
     bool done, orphan;
     lt_status st;
@@ -114,6 +118,8 @@ struct lt_backend_group {
     unsigned long long seq;
     _Atomic int refs;
     bool want_rt;
+    shm_p2p *p2p;             /* the send/recv rings */
+    pthread_mutex_t p2p_mu;   /* the waiting thread moves bytes; abort fails ops */
 };
 
 /* ---- small helpers ---- */
@@ -144,7 +150,9 @@ static void futex_wake_all(_Atomic uint32_t *addr) {
 static void group_unref(struct lt_backend_group *g) {
     if (atomic_fetch_sub(&g->refs, 1) != 1) return;
     pthread_mutex_destroy(&g->mu);
+    pthread_mutex_destroy(&g->p2p_mu);
     pthread_cond_destroy(&g->cv);
+    shm_p2p_free(g->p2p);
     free(g);
 }
 
@@ -223,7 +231,7 @@ static lt_status fp_compare(struct lt_backend_work *w) {
         char a[160], b[160];
         fp_describe(a, sizeof a, f);
         fp_describe(b, sizeof b, mine);
-        return op_fail(w, LT_ERR_MISMATCH, "rank %d runs %s while this rank runs %s", r, a, b);
+        return op_fail(w, LT_ERR_MISMATCH, "rank %d runs %s while rank %d (this rank) runs %s", r, a, g->rank, b);
     }
     return LT_OK;
 }
@@ -400,6 +408,8 @@ static lt_status run_op(struct lt_backend_work *w) {
         g->phase++;
         return st;
     }
+    case K_SEND:
+    case K_RECV: break; /* never queued: p2p_wait moves them */
     }
     return LT_ERR_INVALID;
 }
@@ -577,18 +587,108 @@ lt_status ltshm_barrier(lt_ctx *ctx, lt_backend_group *g, lt_backend_work **work
     return issue(ctx, g, (struct lt_backend_work){.k = K_BARRIER, .dtype = LT_F32}, work);
 }
 
+static lt_status p2p_issue(lt_ctx *ctx, lt_backend_group *g, bool send, void *buf, size_t count,
+                           lt_dtype dtype, int peer, uint32_t tag, lt_backend_work **work) {
+    const char *what = send ? "send" : "recv";
+    LT_CHECK(check_common(ctx, what, g, work, (int)dtype));
+    LT_CHECK(check_buf(ctx, what, buf, count, dtype, 1));
+    if (peer < 0 || peer >= g->world || peer == g->rank) {
+        lt_set_error(ctx, "shm %s: peer %d is not another rank of group '%s' (0..%d, this is %d)", what, peer,
+                     g->name, g->world - 1, g->rank);
+        return LT_ERR_INVALID;
+    }
+    struct lt_backend_work *w = calloc(1, sizeof *w);
+    if (!w) {
+        lt_set_error(ctx, "shm %s: out of memory", what);
+        return LT_ERR_NOMEM;
+    }
+    *w = (struct lt_backend_work){.g = g, .k = send ? K_SEND : K_RECV, .buf = buf, .count = count,
+                                  .dtype = dtype, .root = peer};
+    pthread_mutex_lock(&g->p2p_mu);
+    w->p2p = shm_p2p_issue(g->p2p, send, buf, count * lt_dtype_size(dtype), peer, tag);
+    pthread_mutex_unlock(&g->p2p_mu);
+    if (!w->p2p) {
+        free(w);
+        lt_set_error(ctx, "shm %s: out of memory", what);
+        return LT_ERR_NOMEM;
+    }
+    atomic_fetch_add(&g->refs, 1);
+    if (atomic_load(&g->local_abort)) { /* as issue() does for collectives */
+        pthread_mutex_lock(&g->p2p_mu);
+        shm_p2p_fail_all(g->p2p, LT_ERR_ABORTED, "the group was aborted");
+        pthread_mutex_unlock(&g->p2p_mu);
+    }
+    *work = w;
+    return LT_OK;
+}
+
 lt_status ltshm_send(lt_ctx *ctx, lt_backend_group *g, const void *buf, size_t count,
                      lt_dtype dtype, int peer, uint32_t tag, lt_backend_work **work) {
-    (void)g, (void)buf, (void)count, (void)dtype, (void)peer, (void)tag, (void)work;
-    lt_set_error(ctx, "shm backend has no point-to-point send; use gloo");
-    return LT_ERR_UNSUPPORTED;
+    return p2p_issue(ctx, g, true, (void *)buf, count, dtype, peer, tag, work);
 }
 
 lt_status ltshm_recv(lt_ctx *ctx, lt_backend_group *g, void *buf, size_t count, lt_dtype dtype,
                      int peer, uint32_t tag, lt_backend_work **work) {
-    (void)g, (void)buf, (void)count, (void)dtype, (void)peer, (void)tag, (void)work;
-    lt_set_error(ctx, "shm backend has no point-to-point recv; use gloo");
-    return LT_ERR_UNSUPPORTED;
+    return p2p_issue(ctx, g, false, buf, count, dtype, peer, tag, work);
+}
+
+/* Waits for a send or recv by moving every pending one's bytes: spins
+ * briefly, then sleeps in growing slices (up to 1 ms), checking for an
+ * abort and for the peer's death. */
+static lt_status p2p_wait(lt_ctx *ctx, struct lt_backend_work *w, int64_t timeout_ms) {
+    struct lt_backend_group *g = w->g;
+    int64_t start = now_ns(), idle_since = start;
+    int64_t deadline = timeout_ms < 0 || timeout_ms > (int64_t)1e12 ? INT64_MAX : start + timeout_ms * 1000000;
+    int64_t last_check = start;
+    for (;;) {
+        pthread_mutex_lock(&g->p2p_mu);
+        bool moved = shm_p2p_progress(g->p2p);
+        lt_status st;
+        const char *err;
+        bool done = shm_p2p_done(w->p2p, &st, &err);
+        pthread_mutex_unlock(&g->p2p_mu);
+        if (done) {
+            if (st != LT_OK)
+                lt_set_error(ctx, "shm %s with rank %d on group '%s': %s", kind_names[w->k], w->root, g->name, err);
+            return st;
+        }
+        int64_t now = now_ns();
+        if (moved) idle_since = now;
+        if (now - last_check > 10000000) { /* every 10 ms: abort, or a dead peer */
+            last_check = now;
+            uint32_t a = atomic_load(&g->hdr->aborted);
+            const char *why = NULL;
+            char buf[200];
+            lt_status fst = LT_ERR_ABORTED;
+            if (atomic_load(&g->local_abort)) why = "the group was aborted";
+            else if (a) {
+                snprintf(buf, sizeof buf, "peer rank %d aborted the group (or failed)", (int)a - 1);
+                why = buf;
+            } else if (g->hdr->pids[w->root] > 0 && pid_dead(g->hdr->pids[w->root])) {
+                snprintf(buf, sizeof buf, "peer rank %d (pid %d) exited", w->root, (int)g->hdr->pids[w->root]);
+                why = buf;
+                fst = LT_ERR_IO; /* as a collective reports a dead peer */
+            }
+            if (why) {
+                pthread_mutex_lock(&g->p2p_mu);
+                shm_p2p_fail_all(g->p2p, fst, why);
+                pthread_mutex_unlock(&g->p2p_mu);
+                continue;
+            }
+        }
+        if (now >= deadline) {
+            lt_set_error(ctx, "shm %s with rank %d on group '%s': still running after %lld ms", kind_names[w->k],
+                         w->root, g->name, (long long)timeout_ms);
+            return LT_ERR_TIMEOUT;
+        }
+        int64_t idle = now - idle_since;
+        if (idle < SPIN_NS) {
+            for (int i = 0; i < 64; i++) cpu_pause();
+        } else {
+            struct timespec ts = {0, idle < 1000000 ? 50000 : 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
 }
 
 lt_status ltshm_supports(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out) {
@@ -605,6 +705,7 @@ lt_status ltshm_wait(lt_ctx *ctx, lt_backend_work *w, int64_t timeout_ms) {
         return LT_ERR_INVALID;
     }
     struct lt_backend_group *g = w->g;
+    if (w->p2p) return p2p_wait(ctx, w, timeout_ms);
     pthread_mutex_lock(&g->mu);
     if (!w->done && timeout_ms != 0) {
         struct timespec ts;
@@ -639,6 +740,14 @@ void ltshm_free_work(lt_ctx *ctx, lt_backend_work *w) {
     (void)ctx;
     if (!w) return;
     struct lt_backend_group *g = w->g;
+    if (w->p2p) { /* waited to its end, or failed by an abort */
+        pthread_mutex_lock(&g->p2p_mu);
+        shm_p2p_release(g->p2p, w->p2p);
+        pthread_mutex_unlock(&g->p2p_mu);
+        free(w);
+        group_unref(g);
+        return;
+    }
     pthread_mutex_lock(&g->mu);
     if (!w->done) { /* still queued or running: the worker frees it */
         w->orphan = true;
@@ -671,6 +780,9 @@ lt_status ltshm_abort(lt_ctx *ctx, lt_backend_group *g) {
     }
     pthread_cond_broadcast(&g->cv);
     pthread_mutex_unlock(&g->mu);
+    pthread_mutex_lock(&g->p2p_mu);
+    if (g->p2p) shm_p2p_fail_all(g->p2p, LT_ERR_ABORTED, "the group was aborted");
+    pthread_mutex_unlock(&g->p2p_mu);
     return LT_OK;
 }
 
@@ -737,10 +849,11 @@ lt_status ltshm_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
     g->slot_bytes = (size_t)slot_mb << 20;
     g->half = g->slot_bytes / 2;
     g->hdr_len = hdr_bytes(world);
-    g->map_len = g->hdr_len + (size_t)world * g->slot_bytes;
+    g->map_len = g->hdr_len + (size_t)world * g->slot_bytes + shm_p2p_bytes(world);
     g->want_rt = rt_wanted(ctx);
     atomic_init(&g->refs, 1);
     pthread_mutex_init(&g->mu, NULL);
+    pthread_mutex_init(&g->p2p_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -825,6 +938,13 @@ lt_status ltshm_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
     }
     g->hdr = m;
     g->slots = (unsigned char *)m + g->hdr_len;
+    g->p2p = shm_p2p_new(g->slots + (size_t)world * g->slot_bytes, world, rank);
+    if (!g->p2p) {
+        lt_set_error(ctx, "shm create '%s': out of memory", g->name);
+        if (rank == 0) shm_unlink(shm_name);
+        st = LT_ERR_NOMEM;
+        goto fail;
+    }
     if (rank == 0) {
         g->hdr->slot_bytes = g->slot_bytes;
         g->hdr->world = world;

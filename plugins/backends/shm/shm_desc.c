@@ -12,7 +12,7 @@ static const lt_param_spec shm_params[] = {
 static const lt_backend_desc shm_backend = {
     LT_HEADER(LT_KIND_BACKEND, lt_backend_desc, "shm", NULL, "1.0.0",
               "collectives through POSIX shared memory for ranks on one host (CPU buffers; "
-              "f32 f64 i8 u8 i32 i64 reductions; no point-to-point send/recv: use gloo for those)",
+              "f32 f64 f16 bf16 i8 u8 i32 i64 reductions; point-to-point send/recv through per-pair rings)",
               shm_params, NULL),
     .create = ltshm_create,
     .destroy = ltshm_destroy,

@@ -71,11 +71,11 @@ static int sc_collectives(child *c) {
     if (check_reduce_scatter(c, g, LT_F32, LT_AVG, 200003)) return 1;
     lt_backend_work *w = NULL;
     for (int i = 0; i < 20; i++) CHECK(c, finish(c, c->be->barrier(&c->ctx, g, &w), &w) == LT_OK, "barrier");
-    /* Bad and unsupported requests are refused at issue, with a message, and break nothing. */
+    /* Bad requests are refused at issue, with a message, and break nothing. */
     float x = 1;
-    CHECK(c, c->be->send(&c->ctx, g, &x, 1, LT_F32, 0, 0, &w) == LT_ERR_UNSUPPORTED, "send");
-    CHECK(c, strstr(lt_last_error(&c->ctx), "use gloo"), "message: %s", lt_last_error(&c->ctx));
-    CHECK(c, c->be->recv(&c->ctx, g, &x, 1, LT_F32, 0, 0, &w) == LT_ERR_UNSUPPORTED, "recv");
+    CHECK(c, c->be->send(&c->ctx, g, &x, 1, LT_F32, c->rank, 0, &w) == LT_ERR_INVALID, "send to self");
+    CHECK(c, strstr(lt_last_error(&c->ctx), "is not another rank"), "message: %s", lt_last_error(&c->ctx));
+    CHECK(c, c->be->recv(&c->ctx, g, &x, 1, LT_F32, c->world, 0, &w) == LT_ERR_INVALID, "recv from no rank");
     bool ok = false;
     CHECK(c, c->be->supports(&c->ctx, LT_F64, LT_AVG, &ok) == LT_OK && ok, "supports f64 avg");
     CHECK(c, c->be->supports(&c->ctx, LT_F32, LT_MIN, &ok) == LT_OK && ok, "supports f32 min");
@@ -208,6 +208,70 @@ static int sc_mismatch(child *c) {
     return 0;
 }
 
+
+/* Point-to-point: everyone sends two messages to the right and receives two
+ * from the left, all posted before any wait (no deadlock although each is
+ * several times a ring's 256 KiB), a collective in between, an empty
+ * message; then a recv whose tag differs from what was sent fails as a
+ * mismatch naming both. */
+static int sc_p2p(child *c) {
+    lt_backend_group *g = make_group(c, "p2p/", WAIT_MS, 0);
+    CHECK(c, g, "create");
+    enum { N = 100003 };
+    int right = (c->rank + 1) % c->world, left = (c->rank + c->world - 1) % c->world;
+    double *s1 = malloc(N * sizeof *s1), *s2 = malloc(N * sizeof *s2);
+    double *r1 = calloc(N, sizeof *r1), *r2 = calloc(N, sizeof *r2);
+    for (int i = 0; i < N; i++) {
+        s1[i] = c->rank * 1000.0 + i;
+        s2[i] = -(c->rank * 1000.0 + i);
+    }
+    lt_backend_work *ws1, *ws2, *wr1, *wr2, *wa, *we, *wf;
+    CHECK(c, c->be->send(&c->ctx, g, s1, N, LT_F64, right, 1, &ws1) == LT_OK, "send 1");
+    CHECK(c, c->be->recv(&c->ctx, g, r1, N, LT_F64, left, 1, &wr1) == LT_OK, "recv 1");
+    CHECK(c, c->be->send(&c->ctx, g, s2, N, LT_F64, right, 2, &ws2) == LT_OK, "send 2");
+    float x = 1;
+    CHECK(c, c->be->allreduce(&c->ctx, g, &x, 1, LT_F32, LT_SUM, &wa) == LT_OK, "allreduce");
+    CHECK(c, c->be->recv(&c->ctx, g, r2, N, LT_F64, left, 2, &wr2) == LT_OK, "recv 2");
+    CHECK(c, c->be->send(&c->ctx, g, s1, 0, LT_F64, right, 3, &we) == LT_OK, "empty send");
+    CHECK(c, c->be->recv(&c->ctx, g, r1, 0, LT_F64, left, 3, &wf) == LT_OK, "empty recv");
+    CHECK(c, finish(c, LT_OK, &ws1) == LT_OK, "wait send 1");
+    CHECK(c, finish(c, LT_OK, &wr2) == LT_OK, "wait recv 2");
+    CHECK(c, finish(c, LT_OK, &wr1) == LT_OK, "wait recv 1");
+    CHECK(c, finish(c, LT_OK, &ws2) == LT_OK, "wait send 2");
+    CHECK(c, finish(c, LT_OK, &wa) == LT_OK && x == (float)c->world, "allreduce = %g", x);
+    CHECK(c, finish(c, LT_OK, &we) == LT_OK && finish(c, LT_OK, &wf) == LT_OK, "empty messages");
+    for (int i = 0; i < N; i++)
+        CHECK(c, r1[i] == left * 1000.0 + i && r2[i] == -(left * 1000.0 + i), "[%d]: %g %g", i, r1[i], r2[i]);
+    CHECK(c, c->be->send(&c->ctx, g, s1, 4, LT_F64, right, 7, &ws1) == LT_OK, "send tag 7");
+    CHECK(c, c->be->recv(&c->ctx, g, r1, 4, LT_F64, left, 8, &wr1) == LT_OK, "recv tag 8");
+    lt_status st = finish(c, LT_OK, &wr1);
+    CHECK(c, st == LT_ERR_MISMATCH && strstr(lt_last_error(&c->ctx), "tag 7") && strstr(lt_last_error(&c->ctx), "tag 8"),
+          "tag mismatch: %s: %s", lt_status_str(st), lt_last_error(&c->ctx));
+    CHECK(c, finish(c, LT_OK, &ws1) == LT_OK, "the tag-7 send itself went out");
+    CHECK(c, c->be->destroy(&c->ctx, g) == LT_OK, "destroy");
+    free(s1);
+    free(s2);
+    free(r1);
+    free(r2);
+    return 0;
+}
+
+/* A recv from a rank that exits fails naming it, well before the timeout. */
+static int sc_p2p_dead(child *c) {
+    lt_backend_group *g = make_group(c, "p2pdead/", 30000, 0);
+    CHECK(c, g, "create");
+    if (c->rank == 1) _exit(0);
+    double buf[8];
+    lt_backend_work *w;
+    double t0 = lt_now();
+    CHECK(c, c->be->recv(&c->ctx, g, buf, 8, LT_F64, 1, 0, &w) == LT_OK, "recv");
+    lt_status st = finish(c, LT_OK, &w);
+    CHECK(c, st == LT_ERR_IO && lt_now() - t0 < 10.0 && strstr(lt_last_error(&c->ctx), "peer rank 1"),
+          "got %s after %.1f s: %s", lt_status_str(st), lt_now() - t0, lt_last_error(&c->ctx));
+    c->be->destroy(&c->ctx, g);
+    return 0;
+}
+
 /* No segment is left behind in /dev/shm. */
 static int count_segments(void) {
     int n = 0;
@@ -240,6 +304,9 @@ static void test_timeout(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_timeout), 0); }
 static void test_abort(void) { CU_ASSERT_EQUAL(run_ranks(3, sc_abort), 0); }
 static void test_dead_peer(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_dead_peer), 0); }
 static void test_mismatch(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_mismatch), 0); }
+static void test_p2p_2(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_p2p), 0); }
+static void test_p2p_3(void) { CU_ASSERT_EQUAL(run_ranks(3, sc_p2p), 0); }
+static void test_p2p_dead(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_p2p_dead), 0); }
 static void test_no_leftovers(void) { CU_ASSERT_EQUAL(count_segments(), g_segments_before); }
 
 int main(void) {
@@ -258,6 +325,9 @@ int main(void) {
     CU_add_test(s, "timeout", test_timeout);
     CU_add_test(s, "abort, 3 ranks", test_abort);
     CU_add_test(s, "dead peer", test_dead_peer);
+    CU_add_test(s, "send/recv, 2 ranks", test_p2p_2);
+    CU_add_test(s, "send/recv, 3 ranks", test_p2p_3);
+    CU_add_test(s, "send/recv from a rank that exits", test_p2p_dead);
     CU_add_test(s, "mismatched collectives", test_mismatch);
     CU_add_test(s, "no segment left in /dev/shm", test_no_leftovers);
     int rc = lt_cunit_run();
