@@ -307,8 +307,9 @@ static lt_status average(lt_ctx *ctx, lt_run *run, bagua *b) {
         int peer = shift_one_peer(w->global_rank, w->world_size, b->rounds);
         lt_work *sw = NULL, *rw = NULL;
         uint32_t tag = (uint32_t)(b->rounds & 0x7FFFFFFF);
-        st = lt_pg_send(pg, b->flat.params, b->flat.count, b->flat.param_dtype, peer, tag, &sw);
-        if (st == LT_OK) st = lt_pg_recv(pg, b->peer, b->flat.count, b->flat.param_dtype, peer, tag, &rw);
+        /* receive first: see bytegrad.c's exchange */
+        st = lt_pg_recv(pg, b->peer, b->flat.count, b->flat.param_dtype, peer, tag, &rw);
+        if (st == LT_OK) st = lt_pg_send(pg, b->flat.params, b->flat.count, b->flat.param_dtype, peer, tag, &sw);
         lt_status s1 = sw ? lt_work_wait(sw) : LT_OK, s2 = rw ? lt_work_wait(rw) : LT_OK;
         if (st == LT_OK) st = s1 != LT_OK ? s1 : s2;
         if (st == LT_OK) { /* x = (x + x_peer) / 2 */

@@ -61,11 +61,18 @@ static lt_status exchange(lt_ctx *ctx, bytegrad *b, lt_pg *pg) {
         lt_set_error(ctx, "bytegrad: %d ranks, more than the %d it exchanges with at once", b->world, MAX_PEERS);
         return LT_ERR_UNSUPPORTED;
     }
+    /* Every receive before any send: gloo sends a message's bytes only
+     * once the peer's "receive posted" notice came in, and that notice
+     * queues behind this rank's own data on the same stream, so sends
+     * posted first make the two directions of a link take turns (lpd.c). */
+    for (int p = 0; p < b->world && st == LT_OK; p++) {
+        if (p == b->rank) continue;
+        st = lt_pg_recv(pg, b->recv + (size_t)p * b->stride, b->stride, LT_U8, p, b->round, &works[n]);
+        if (st == LT_OK) n++;
+    }
     for (int p = 0; p < b->world && st == LT_OK; p++) {
         if (p == b->rank) continue;
         st = lt_pg_send(pg, b->send + (size_t)p * b->stride, b->stride, LT_U8, p, b->round, &works[n]);
-        if (st == LT_OK) n++;
-        if (st == LT_OK) st = lt_pg_recv(pg, b->recv + (size_t)p * b->stride, b->stride, LT_U8, p, b->round, &works[n]);
         if (st == LT_OK) n++;
     }
     for (int i = 0; i < n; i++) {

@@ -16,7 +16,16 @@
  *      added to x_left and x_right.
  * Each neighbour receives one byte per parameter (plus 8 bytes per chunk)
  * per round. Between rounds (communication_interval > 1) the optimizer
- * steps locally and the next difference carries all of it. */
+ * steps locally and the next difference carries all of it.
+ *
+ * The exchange in 4 posts both receives before either send, so the two
+ * directions of each link carry their messages at the same time. With
+ * gloo, a send's bytes leave only once the peer's "receive posted"
+ * notice has come in, and that notice travels on the same TCP stream as
+ * this rank's own data: posted after a send, it waited behind the whole
+ * message, so the neighbour's send started only when this rank's had
+ * crossed the link and the round took two message times (on a 200 Mbit/s
+ * link, 2 ranks: about 48 ms per round instead of 26). */
 #include <string.h>
 #include "bagua_internal.h"
 
@@ -94,16 +103,26 @@ lt_status lpd_before_step(lt_ctx *ctx, lt_run *run, bagua *b) {
     return lt_run_synchronize(run);
 }
 
+/* Receives first, then sends (see the header: posted the other way round,
+ * the neighbours' sends wait for this rank's whole message to cross). */
 static lt_status exchange(lt_ctx *ctx, lpd_state *l, lt_pg *pg, uint32_t tag) {
     lt_work *w[4] = {NULL, NULL, NULL, NULL};
     int n = 0;
-    lt_status st = lt_pg_send(pg, l->send, l->msg_bytes, LT_U8, l->left, tag, &w[n]);
-    if (st == LT_OK) n++, st = lt_pg_recv(pg, l->recv_l, l->msg_bytes, LT_U8, l->left, tag, &w[n]);
-    if (st == LT_OK && l->right != l->left) {
-        n++, st = lt_pg_send(pg, l->send, l->msg_bytes, LT_U8, l->right, tag, &w[n]);
-        if (st == LT_OK) n++, st = lt_pg_recv(pg, l->recv_r, l->msg_bytes, LT_U8, l->right, tag, &w[n]);
-    }
+    bool two = l->right != l->left;
+    lt_status st = lt_pg_recv(pg, l->recv_l, l->msg_bytes, LT_U8, l->left, tag, &w[n]);
     if (st == LT_OK) n++;
+    if (st == LT_OK && two) {
+        st = lt_pg_recv(pg, l->recv_r, l->msg_bytes, LT_U8, l->right, tag, &w[n]);
+        if (st == LT_OK) n++;
+    }
+    if (st == LT_OK) {
+        st = lt_pg_send(pg, l->send, l->msg_bytes, LT_U8, l->left, tag, &w[n]);
+        if (st == LT_OK) n++;
+    }
+    if (st == LT_OK && two) {
+        st = lt_pg_send(pg, l->send, l->msg_bytes, LT_U8, l->right, tag, &w[n]);
+        if (st == LT_OK) n++;
+    }
     for (int i = 0; i < n; i++) {
         lt_status s = lt_work_wait(w[i]);
         if (st == LT_OK) st = s;
