@@ -4,7 +4,9 @@
 #     the backend ABI beside gloo::allreduce called directly (bench/allreduce_bench);
 #  2. Fashion-MNIST MLP 784-512-512-10 training throughput (samples/s, total
 #     over ranks) for batch per rank 64 and 512: lt 1 rank (single_device),
-#     lt 2 ranks ddp with overlap on and off, PyTorch 1 rank and PyTorch DDP
+#     lt 2 ranks ddp with overlap on and off over the default backend
+#     (process_group_backend = auto: shm, all ranks being on this host) and
+#     with overlap over gloo, PyTorch 1 rank and PyTorch DDP
 #     2 ranks over gloo (bench/torch_ddp.py, one thread per rank), with the
 #     ratios lt ddp / torch ddp and lt ddp / lt single and the targets.
 #
@@ -126,7 +128,7 @@ for rep in $(seq 1 "$REPS"); do
         # shellcheck disable=SC2086
         lt_run lt_ddp_nooverlap "$b" --strategy ddp --devices 2 --set strategy.overlap=false $LT_SET
         # shellcheck disable=SC2086
-        lt_run lt_ddp_shm "$b" --strategy ddp --devices 2 --set strategy.process_group_backend=shm $LT_SET
+        lt_run lt_ddp_gloo "$b" --strategy ddp --devices 2 --set strategy.process_group_backend=gloo $LT_SET
     done
     if [ "$have_torch" = 1 ]; then
         torch_run torch_single 1
@@ -142,7 +144,7 @@ for line in open(sys.argv[1]):
     runs.setdefault((kv["run"], int(kv["batch"])), []).append(float(kv["samples_per_s"]))
 batches = [int(b) for b in sys.argv[2].split()]
 cols = [("lt_single", "lt 1 rank"), ("lt_ddp_overlap", "lt ddp overlap"),
-        ("lt_ddp_nooverlap", "lt ddp no-overlap"), ("lt_ddp_shm", "lt ddp shm"),
+        ("lt_ddp_nooverlap", "lt ddp no-overlap"), ("lt_ddp_gloo", "lt ddp gloo"),
         ("torch_single", "torch 1 rank"),
         ("torch_ddp", "torch DDP 2 ranks")]
 
@@ -175,10 +177,10 @@ print()
 print("ratios: median (of bests)")
 rc = [("lt_ddp_overlap", "torch_ddp", "lt ddp overlap / torch DDP"),
       ("lt_ddp_nooverlap", "torch_ddp", "lt ddp no-overlap / torch DDP"),
-      ("lt_ddp_shm", "torch_ddp", "lt ddp shm / torch DDP"),
+      ("lt_ddp_gloo", "torch_ddp", "lt ddp gloo / torch DDP"),
       ("lt_ddp_overlap", "lt_single", "lt ddp overlap / lt 1 rank"),
       ("lt_ddp_nooverlap", "lt_single", "lt ddp no-overlap / lt 1 rank"),
-      ("lt_ddp_shm", "lt_single", "lt ddp shm / lt 1 rank"),
+      ("lt_ddp_gloo", "lt_single", "lt ddp gloo / lt 1 rank"),
       ("lt_single", "torch_single", "lt 1 rank / torch 1 rank"),
       ("torch_ddp", "torch_single", "torch DDP / torch 1 rank")]
 print("%6s" % "batch" + "".join("  %30s" % r[2] for r in rc))
@@ -193,12 +195,13 @@ def target(run, ref, b, need, what):
     else:
         print("target: %s at batch %d >= %.1fx: %.2fx (best %.2fx) -> %s" % (
             what, b, need, m, bb, "met" if m >= need else "not met"))
-target("lt_ddp_overlap", "torch_ddp", 64, 2.0, "lt ddp (overlap, default) / torch DDP")
-target("lt_ddp_nooverlap", "torch_ddp", 64, 2.0, "lt ddp (no overlap) / torch DDP")
-target("lt_ddp_shm", "torch_ddp", 64, 2.0, "lt ddp (shm backend) / torch DDP")
-target("lt_ddp_overlap", "lt_single", 512, 1.6, "lt ddp (overlap, default) / lt 1 rank")
-target("lt_ddp_nooverlap", "lt_single", 512, 1.6, "lt ddp (no overlap) / lt 1 rank")
-target("lt_ddp_shm", "lt_single", 512, 1.6, "lt ddp (shm backend) / lt 1 rank")
+target("lt_ddp_overlap", "torch_ddp", 64, 2.5, "lt ddp (default: auto = shm, overlap) / torch DDP")
+target("lt_ddp_nooverlap", "torch_ddp", 64, 2.5, "lt ddp (no overlap) / torch DDP")
+target("lt_ddp_gloo", "torch_ddp", 64, 2.5, "lt ddp (gloo backend) / torch DDP")
+target("lt_ddp_overlap", "lt_single", 64, 1.8, "lt ddp (default: auto = shm, overlap) / lt 1 rank")
+target("lt_ddp_overlap", "lt_single", 512, 1.85, "lt ddp (default: auto = shm, overlap) / lt 1 rank")
+target("lt_ddp_nooverlap", "lt_single", 512, 1.85, "lt ddp (no overlap) / lt 1 rank")
+target("lt_ddp_gloo", "lt_single", 512, 1.85, "lt ddp (gloo backend) / lt 1 rank")
 EOF
 if [ "$ALLREDUCE" = 1 ] && [ -s "$log.ar" ]; then
     echo

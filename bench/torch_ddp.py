@@ -26,9 +26,19 @@ Timing: --warmup steps untimed, then one epoch's worth of steps
 machine-readable line per batch size (samples/s total over ranks):
 
     torch_ddp world=2 batch=64 samples_per_s=12345 step_ms=10.37 steps=429 loss=0.41 cpu_step_ms=...
+
+--first-step (bench/run_startup_bench.sh): no warm-up, no timing; each rank
+takes one optimizer step on the first --batch size and prints on stderr, as
+lt's trainer does at debug level,
+
+    [rank 0] first optimizer step done at 1795500234.939862 (unix time) maxrss_kb=251234
+
+(time.time() right after opt.step() returns; maxrss_kb: the rank's own
+ru_maxrss at that point), then exits.
 """
 import argparse
 import os
+import resource
 import socket
 import sys
 import time
@@ -70,7 +80,7 @@ def set_threads():
         pass
 
 
-def run(rank, world, port, batches, warmup, data_dir, out_q):
+def run(rank, world, port, batches, warmup, data_dir, out_q, first_step=False):
     set_threads()
     if world > 1:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
@@ -93,6 +103,13 @@ def run(rank, world, port, batches, warmup, data_dir, out_q):
             opt.step()
             return loss
 
+        if first_step:  # start-up bench: one step, its wall-clock time, then out
+            step(next(stream))
+            now = time.time()
+            line = (f"[rank {rank}] first optimizer step done at {now:.6f} (unix time) "
+                    f"maxrss_kb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\n")
+            os.write(2, line.encode())  # one write: the ranks' lines do not interleave
+            break
         for _ in range(warmup):
             step(next(stream))
         steps = max(1, TRAIN_SAMPLES // (b * world))
@@ -131,18 +148,22 @@ def main():
     ap.add_argument("--world", type=int, default=2, help="ranks (processes); 1 = no DDP")
     ap.add_argument("--batch", default="64,512", help="comma-separated batch sizes per rank")
     ap.add_argument("--warmup", type=int, default=20, help="untimed steps first")
+    ap.add_argument("--first-step", action="store_true",
+                    help="one step on the first batch size; each rank prints on stderr when its "
+                         "first optimizer.step() returned (unix time) and its peak RSS, then exits")
     args = ap.parse_args()
     data_dir = os.environ.get("LT_FASHION_MNIST_DIR") or "/usr/share/datasets/fashion-mnist"
     batches = [int(s) for s in args.batch.split(",") if s]
     print(f"# torch {torch.__version__} world={args.world} threads/rank=1 python={sys.executable} "
           f"data={data_dir}", flush=True)
     if args.world == 1:
-        run(0, 1, 0, batches, args.warmup, data_dir, _Printer())
+        run(0, 1, 0, batches, args.warmup, data_dir, _Printer(), args.first_step)
         return
     ctx = mp.get_context("spawn")
     q = ctx.SimpleQueue()
     port = free_port()
-    procs = [ctx.Process(target=run, args=(r, args.world, port, batches, args.warmup, data_dir, q))
+    procs = [ctx.Process(target=run, args=(r, args.world, port, batches, args.warmup, data_dir, q,
+                                           args.first_step))
              for r in range(args.world)]
     for p in procs:
         p.start()
