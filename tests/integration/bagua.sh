@@ -10,8 +10,8 @@
 #   d. shift_one on 4 ranks (one peer per round) converges: validation
 #      accuracy after 2 epochs (lr annealed to zero, so the last epoch's
 #      accuracy does not swing) within 1 point of ddp's on 4 ranks.
-#   e. resume: 1 + 1 epochs through --ckpt-path last equal 2 straight
-#      (decentralized, all, bit for bit).
+#   e. resume: 1 + 1 epochs through --ckpt-path last equal 2 straight, bit
+#      for bit (decentralized with all, gradient_allreduce, bytegrad).
 #   f. bad input: an unknown algorithm, one this build lacks, shift_one on
 #      an odd number of ranks, a communication_interval below 1.
 #   h. bytegrad keeps a non-finite gradient non-finite: under 16-mixed, an
@@ -64,14 +64,16 @@ A4=$(val ddp4) AS=$(val s1)
 echo "  val_acc: ddp 4 ranks ${A4:-?}, shift_one ${AS:-?}"
 check "shift_one within 1 point of ddp" awk -v a="${AS:-0}" -v b="${A4:-1}" 'BEGIN { d = a - b; exit !(a > 0 && d < 0.01 && d > -0.01) }'
 
-echo "bagua: e. resume, decentralized"
-RES=(--strategy bagua --set strategy.algorithm=decentralized --devices 2 --batch-size 32 "${SGD0[@]}"
-     --set trainer.limit_train_batches=10 --set checkpoint.monitor=)
-run_ltrun straight "${BASE[@]}" "${SAME[@]}" "${RES[@]}" --max-epochs 2 --default-root-dir "$IT_TMP/straight"
-run_ltrun half1 "${BASE[@]}" "${SAME[@]}" "${RES[@]}" --max-epochs 1 --default-root-dir "$IT_TMP/halves"
-run_ltrun half2 "${BASE[@]}" "${SAME[@]}" "${RES[@]}" --max-epochs 2 --ckpt-path last --default-root-dir "$IT_TMP/halves"
-check "both exit 0" [ "$RC" -eq 0 ]
-ckpt_equal "$(ckpt_of straight)" "$(ckpt_of halves)" 0 both "1 + 1 epochs equal 2 straight"
+echo "bagua: e. resume, bit for bit: decentralized, gradient_allreduce, bytegrad"
+for alg in decentralized gradient_allreduce bytegrad; do
+    RES=(--strategy bagua --set strategy.algorithm=$alg --devices 2 --batch-size 32 "${SGD0[@]}"
+         --set trainer.limit_train_batches=10 --set checkpoint.monitor=)
+    run_ltrun $alg-straight "${BASE[@]}" "${SAME[@]}" "${RES[@]}" --max-epochs 2 --default-root-dir "$IT_TMP/$alg-straight"
+    run_ltrun $alg-half1 "${BASE[@]}" "${SAME[@]}" "${RES[@]}" --max-epochs 1 --default-root-dir "$IT_TMP/$alg-halves"
+    run_ltrun $alg-half2 "${BASE[@]}" "${SAME[@]}" "${RES[@]}" --max-epochs 2 --ckpt-path last --default-root-dir "$IT_TMP/$alg-halves"
+    check "$alg: the resumed run exits 0" [ "$RC" -eq 0 ]
+    ckpt_equal "$(ckpt_of $alg-straight)" "$(ckpt_of $alg-halves)" 0 both "$alg: 1 + 1 epochs equal 2 straight"
+done
 
 echo "bagua: h. bytegrad under 16-mixed: an Inf on rank 0 is skipped on both ranks"
 train bg-inf --plugin-dir "$IT_PLUGINS" --set model.name=overflow_probe --set model.hidden=64 --set model.inject_steps=3 \
