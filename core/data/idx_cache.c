@@ -1,4 +1,5 @@
 /* The decoded-IDX cache (idx_cache.h). */
+#define _GNU_SOURCE /* mkostemp */
 #include "idx_cache.h"
 
 #include <errno.h>
@@ -104,8 +105,10 @@ lt_status lt_idx_cache_write(const char *path, uint32_t magic, const uint32_t di
     if (!slash) return LT_ERR_IO;
     *slash = 0;
     if (!make_dirs(dir)) return LT_ERR_IO;
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* mkstemp: a unique name even for writers on other hosts sharing the
+     * directory (the same pid is common across containers) */
+    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+    int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) return LT_ERR_IO;
     uint8_t h[IDX_IMAGES_HEADER];
     put_be32(h, magic);

@@ -27,6 +27,7 @@ struct lt_hier {
     pthread_cond_t cv;
     lt_hier_job *head, *tail;
     bool stop;
+    bool running;         /* the worker is inside a job's stages */
     bool failed;          /* a stage failed: later jobs fail at once, naming it */
     char fail_msg[1024];
 };
@@ -69,9 +70,11 @@ static void *worker(void *arg) {
             st = LT_ERR_ABORTED;
             snprintf(j->err, sizeof j->err, "%s", h->stop ? "the group was aborted" : h->fail_msg);
         } else {
+            h->running = true;
             pthread_mutex_unlock(&h->mu);
             st = run_job(h, j);
             pthread_mutex_lock(&h->mu);
+            h->running = false;
             if (st != LT_OK && !h->failed) {
                 h->failed = true;
                 snprintf(h->fail_msg, sizeof h->fail_msg, "%s", j->err);
@@ -166,10 +169,10 @@ void lt_hier_free(lt_hier *h) {
     if (!h) return;
     pthread_mutex_lock(&h->mu);
     h->stop = true;
-    bool busy = h->head != NULL;
+    bool busy = h->head != NULL || h->running;
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
-    if (busy) lt_hier_abort(h); /* queued stages must not block the join */
+    if (busy) lt_hier_abort(h); /* a stage under way or queued must not block the join */
     pthread_join(h->thread, NULL);
     lt_pg_destroy(h->local);
     if (h->leaders) lt_pg_destroy(h->leaders);

@@ -134,7 +134,11 @@ const char *lt_pg_backend_name(const lt_pg *pg) { return pg->hier ? "shm+gloo (h
 
 int lt_pg_rank(const lt_pg *pg) { return pg->rank; }
 int lt_pg_size(const lt_pg *pg) { return pg->size; }
-const char *lt_pg_error(const lt_pg *pg) { return pg->error; }
+/* A hierarchical group's collectives other than allreduce ran on its flat
+ * group, whose message is the one to give. */
+const char *lt_pg_error(const lt_pg *pg) {
+    return pg->hier && !pg->error[0] ? lt_pg_error(lt_hier_flat(pg->hier)) : pg->error;
+}
 void lt_pg_abort(lt_pg *pg) {
     if (pg->hier) lt_hier_abort(pg->hier);
     else pg->b->abort(&pg->bctx, pg->g);

@@ -1,5 +1,6 @@
 /* What strategy and precision plugins borrow from a run (lt/run.h), and the
  * core's defaults for the strategy hooks that need a run. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,21 +223,27 @@ lt_status lt_run_optimizer_step(lt_run *run) {
 }
 
 lt_status lt_run_optimizer(lt_run *run, lt_optimizer_view *out) {
-    if (!out || out->struct_size < sizeof *out)
+    /* A caller built against a later minor passes a larger struct: it gets
+     * the fields this build knows, and struct_size says how far they go. */
+    size_t v15 = offsetof(lt_optimizer_view, dtype) + sizeof out->dtype;
+    if (!out || out->struct_size < v15)
         return lt_run_fail(run, LT_ERR_INVALID, "lt_run_optimizer: set struct_size = sizeof(lt_optimizer_view)");
     if (!run->model || !run->optim.count)
         return lt_run_fail(run, LT_ERR_STATE, "lt_run_optimizer: the optimizer does not exist yet (call it from configure_ddp on)");
     const lt_optimizer *o = &run->optim;
     const lt_optim_config *c = &o->cfg;
-    *out = (lt_optimizer_view){.struct_size = sizeof *out, .name = o->kind == LT_OPT_ADAMW ? "adamw" : "sgd",
+    lt_optimizer_view v = {.struct_size = sizeof v, .name = o->kind == LT_OPT_ADAMW ? "adamw" : "sgd",
                                .lr = o->lr, .momentum = c->momentum, .dampening = c->dampening,
                                .nesterov = c->nesterov, .weight_decay = c->weight_decay, .beta1 = c->beta1,
                                .beta2 = c->beta2, .eps = c->eps, .step = o->step, .nstate = o->nstate,
                                .count = o->count, .dtype = o->dtype};
     for (int i = 0; i < o->nstate && i < 2; i++) {
-        out->state[i] = o->state[i];
-        out->state_names[i] = lt_optim_state_name(o, i);
+        v.state[i] = o->state[i];
+        v.state_names[i] = lt_optim_state_name(o, i);
     }
+    size_t n = out->struct_size < sizeof v ? out->struct_size : sizeof v;
+    memcpy(out, &v, n);
+    out->struct_size = (uint32_t)n;
     return LT_OK;
 }
 

@@ -78,7 +78,10 @@ static lt_status new_group(lt_run *r, const char *backend, const char *name, con
 
 /* process_group_backend = auto across hosts (gloo loaded) with several
  * ranks per host, numbered node by node: a hierarchical group, shared memory
- * inside the node and gloo across the leaders (hier_group.h). */
+ * inside the node and gloo across the leaders (hier_group.h). Each rank
+ * decides from its own sizes, so every node must hold the same number of
+ * ranks: ltrun starts them so (num_nodes x devices); an external launcher
+ * with uneven nodes needs process_group_backend = gloo. */
 static bool wants_hierarchy(lt_run *r, const char *backend) {
     const lt_world *w = &r->world;
     const char *cfg = lt_config_value(r->config, "strategy", "process_group_backend");

@@ -592,6 +592,11 @@ static lt_status p2p_issue(lt_ctx *ctx, lt_backend_group *g, bool send, void *bu
     const char *what = send ? "send" : "recv";
     LT_CHECK(check_common(ctx, what, g, work, (int)dtype));
     LT_CHECK(check_buf(ctx, what, buf, count, dtype, 1));
+    if (!shm_p2p_usable(g->p2p)) {
+        lt_set_error(ctx, "shm %s: group '%s' has %d ranks; shm has send/recv rings for up to 64 (use gloo)", what,
+                     g->name, g->world);
+        return LT_ERR_UNSUPPORTED;
+    }
     if (peer < 0 || peer >= g->world || peer == g->rank) {
         lt_set_error(ctx, "shm %s: peer %d is not another rank of group '%s' (0..%d, this is %d)", what, peer,
                      g->name, g->world - 1, g->rank);
@@ -717,10 +722,28 @@ lt_status ltshm_wait(lt_ctx *ctx, lt_backend_work *w, int64_t timeout_ms) {
             ts.tv_nsec = (long)(ns % 1000000000);
         }
         while (!w->done) {
-            if (forever)
+            /* Sends and recvs move only while someone waits: a rank waiting
+             * here on a collective its peer reaches only after receiving
+             * what this rank is still sending must keep the rings moving. */
+            pthread_mutex_unlock(&g->mu);
+            pthread_mutex_lock(&g->p2p_mu);
+            if (shm_p2p_usable(g->p2p)) shm_p2p_progress(g->p2p);
+            bool pending = shm_p2p_usable(g->p2p) && shm_p2p_pending(g->p2p);
+            pthread_mutex_unlock(&g->p2p_mu);
+            pthread_mutex_lock(&g->mu);
+            if (w->done) break;
+            if (pending) {
+                struct timespec slice;
+                clock_gettime(CLOCK_MONOTONIC, &slice);
+                slice.tv_nsec += 200000;
+                if (slice.tv_nsec >= 1000000000L) slice.tv_sec++, slice.tv_nsec -= 1000000000L;
+                bool past = !forever && (slice.tv_sec > ts.tv_sec || (slice.tv_sec == ts.tv_sec && slice.tv_nsec > ts.tv_nsec));
+                if (pthread_cond_timedwait(&g->cv, &g->mu, past ? &ts : &slice) == ETIMEDOUT && past) break;
+            } else if (forever) {
                 pthread_cond_wait(&g->cv, &g->mu);
-            else if (pthread_cond_timedwait(&g->cv, &g->mu, &ts) == ETIMEDOUT)
+            } else if (pthread_cond_timedwait(&g->cv, &g->mu, &ts) == ETIMEDOUT) {
                 break;
+            }
         }
     }
     lt_status st;

@@ -44,14 +44,23 @@ struct shm_p2p {
     shm_p2p_op *head, *tail; /* pending, in issue order */
 };
 
+/* 256 KiB per ordered pair, halved until all of them fit in RING_CAP_TOTAL;
+ * a group too large for 16 KiB rings (more than 64 ranks) gets none, and
+ * its send/recv are refused (shm_p2p_new returns NULL rings: see
+ * shm_p2p_usable). */
 static size_t ring_size(int world) {
     size_t pairs = (size_t)world * (size_t)world;
     size_t r = RING;
     while (r > ((size_t)16 << 10) && pairs * (r + 128) > RING_CAP_TOTAL) r /= 2;
-    return r;
+    return pairs * (r + 128) > RING_CAP_TOTAL ? 0 : r;
 }
 
-size_t shm_p2p_bytes(int world) { return (size_t)world * (size_t)world * (ring_size(world) + 128); }
+size_t shm_p2p_bytes(int world) {
+    size_t r = ring_size(world);
+    return r ? (size_t)world * (size_t)world * (r + 128) : 0;
+}
+
+bool shm_p2p_usable(const shm_p2p *p) { return p->ring_bytes > 0; }
 
 shm_p2p *shm_p2p_new(void *base, int world, int rank) {
     shm_p2p *p = calloc(1, sizeof *p);

@@ -5,11 +5,11 @@
  * tag or size is a mismatch (gloo matches by tag; lt's callers issue pairs
  * in the same order on both sides).
  *
- * Progress is made by the threads that wait: ltshm_wait on any send or recv
- * pumps every pending one of the group, so a rank that issued sends and
- * recvs and waits on the first never deadlocks with a peer doing the same,
- * whatever the message sizes. Sends and recvs are not queued behind the
- * group's collectives. */
+ * Progress is made by the threads that wait: ltshm_wait on any work of the
+ * group, a send, a recv or a collective, pumps every pending send and recv,
+ * so a rank that issued sends and recvs and then waits on anything never
+ * deadlocks with a peer doing the same, whatever the message sizes. Sends
+ * and recvs are not queued behind the group's collectives. */
 #ifndef LT_SHM_P2P_H
 #define LT_SHM_P2P_H
 
@@ -21,8 +21,11 @@
 typedef struct shm_p2p shm_p2p;
 typedef struct shm_p2p_op shm_p2p_op;
 
-/* Bytes of segment the rings of `world` ranks take. */
+/* Bytes of segment the rings of `world` ranks take (0 above 64 ranks:
+ * all rings together stay within 64 MiB). */
 size_t shm_p2p_bytes(int world);
+/* Whether this group has rings (64 ranks or fewer). */
+bool shm_p2p_usable(const shm_p2p *p);
 /* The rings at `base` (zeroed by the segment's creation), for `rank`. */
 shm_p2p *shm_p2p_new(void *base, int world, int rank);
 void shm_p2p_free(shm_p2p *p);

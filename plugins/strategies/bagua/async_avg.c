@@ -22,8 +22,9 @@
  * thus loses its averaging partner and goes on alone, as in Bagua. That
  * last round needs the other ranks' threads, which join it within one
  * sync interval and one step; on_train_end waits at most
- * 2 * sync_interval_ms plus the longest round's transfer time, then aborts
- * the group, which fails the round at once. A failed round (a rank died) ends the thread with the
+ * 2 * sync_interval_ms plus the longest round's transfer time and two of
+ * the slowest steps seen, then aborts the group, which fails the round at
+ * once (and the peers' next round: they then end with that error). A failed round (a rank died) ends the thread with the
  * group's error, which the training thread reports at its next step. */
 #include <errno.h>
 #include <stdio.h>
@@ -148,7 +149,12 @@ lt_status async_start(lt_ctx *ctx, lt_run *run, bagua *b) {
 
 lt_status async_after_step(lt_ctx *ctx, lt_run *run, bagua *b, int64_t steps_taken) {
     async_state *a = &b->as;
-    if (!a->started || steps_taken < b->warmup_steps) return LT_OK;
+    if (!a->started) return LT_OK;
+    double now = lt_now(); /* the slowest step so far bounds async_stop's wait */
+    if (a->last_step_at > 0 && (now - a->last_step_at) * 1000 > a->longest_step_ms)
+        a->longest_step_ms = (now - a->last_step_at) * 1000;
+    a->last_step_at = now;
+    if (steps_taken < b->warmup_steps) return LT_OK;
     int phase = atomic_load(&a->phase);
     if (phase == ASYNC_PAUSED) { /* warm-up over: rounds begin */
         pthread_mutex_lock(&a->lock);
@@ -184,13 +190,14 @@ lt_status async_stop(lt_ctx *ctx, lt_run *run, bagua *b) {
     async_state *a = &b->as;
     if (!a->started) return LT_OK;
     /* The last round: the peers' threads join it within a sync interval and
-     * a step, and its transfer takes about what the longest round took. */
+     * a step (their step boundary serves the snapshot), and its transfer
+     * takes about what the longest round took. */
     double t0 = lt_now();
-    int64_t limit_ms = 2 * b->sync_interval_ms + (int64_t)a->longest_round_ms;
+    pthread_mutex_lock(&a->lock);
+    int64_t limit_ms = 2 * b->sync_interval_ms + (int64_t)a->longest_round_ms + 2 * (int64_t)a->longest_step_ms;
     struct timespec limit;
     deadline_in(&limit, limit_ms);
     bool late = false;
-    pthread_mutex_lock(&a->lock);
     a->stop = true;
     pthread_cond_broadcast(&a->cond);
     while (atomic_load(&a->phase) == ASYNC_TAKEN && !late) /* a round in flight owns the buffers */

@@ -58,6 +58,8 @@ typedef struct async_state {
     char message[512];
     int64_t rounds;
     double longest_round_ms;   /* the slowest allreduce so far: bounds the last one */
+    double longest_step_ms;    /* training thread only: the slowest step so far */
+    double last_step_at;       /* training thread only: lt_now() at the last step */
     lt_flat flat;              /* copy for the thread */
     lt_run *run;
 } async_state;

@@ -40,7 +40,11 @@ lt_status hier_setup(lt_ctx *ctx, lt_run *run, bagua *b) {
     for (int node = 0; node < nodes; node++) ranks[node] = node * lws;
     if (st == LT_OK) st = lt_run_new_subgroup(run, NULL, "bagua-leaders", ranks, nodes, &b->leaders);
     free(ranks);
-    if (st != LT_OK) lt_set_error(ctx, "strategy.hierarchical: creating the node and leader groups failed");
+    if (st != LT_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", lt_last_error(NULL));
+        lt_set_error(ctx, "strategy.hierarchical: creating the node and leader groups failed: %s", why);
+    }
     return st;
 }
 

@@ -256,6 +256,35 @@ static int sc_p2p(child *c) {
     return 0;
 }
 
+
+/* A send several rings long still being moved while its rank waits on a
+ * collective first (its peer waits on the recv first and reaches the
+ * collective only after it): the collective's wait keeps the ring moving. */
+static int sc_p2p_then_collective(child *c) {
+    lt_backend_group *g = make_group(c, "p2pcoll/", WAIT_MS, 0);
+    CHECK(c, g, "create");
+    enum { N = 1 << 18 }; /* 2 MiB of f64: 8 rings */
+    double *buf = malloc(N * sizeof *buf);
+    for (int i = 0; i < N; i++) buf[i] = c->rank == 0 ? i * 0.5 : 0;
+    lt_backend_work *wp, *wa;
+    float x = 1;
+    if (c->rank == 0) {
+        CHECK(c, c->be->send(&c->ctx, g, buf, N, LT_F64, 1, 9, &wp) == LT_OK, "send");
+        CHECK(c, c->be->allreduce(&c->ctx, g, &x, 1, LT_F32, LT_SUM, &wa) == LT_OK, "allreduce");
+        CHECK(c, finish(c, LT_OK, &wa) == LT_OK && x == 2.0f, "allreduce before the send's wait: %g", x);
+        CHECK(c, finish(c, LT_OK, &wp) == LT_OK, "send");
+    } else {
+        CHECK(c, c->be->recv(&c->ctx, g, buf, N, LT_F64, 0, 9, &wp) == LT_OK, "recv");
+        CHECK(c, finish(c, LT_OK, &wp) == LT_OK, "recv");
+        CHECK(c, c->be->allreduce(&c->ctx, g, &x, 1, LT_F32, LT_SUM, &wa) == LT_OK, "allreduce");
+        CHECK(c, finish(c, LT_OK, &wa) == LT_OK && x == 2.0f, "allreduce: %g", x);
+        for (int i = 0; i < N; i++) CHECK(c, buf[i] == i * 0.5, "[%d] = %g", i, buf[i]);
+    }
+    CHECK(c, c->be->destroy(&c->ctx, g) == LT_OK, "destroy");
+    free(buf);
+    return 0;
+}
+
 /* A recv from a rank that exits fails naming it, well before the timeout. */
 static int sc_p2p_dead(child *c) {
     lt_backend_group *g = make_group(c, "p2pdead/", 30000, 0);
@@ -306,6 +335,7 @@ static void test_dead_peer(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_dead_peer), 0
 static void test_mismatch(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_mismatch), 0); }
 static void test_p2p_2(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_p2p), 0); }
 static void test_p2p_3(void) { CU_ASSERT_EQUAL(run_ranks(3, sc_p2p), 0); }
+static void test_p2p_then_collective(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_p2p_then_collective), 0); }
 static void test_p2p_dead(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_p2p_dead), 0); }
 static void test_no_leftovers(void) { CU_ASSERT_EQUAL(count_segments(), g_segments_before); }
 
@@ -328,6 +358,7 @@ int main(void) {
     CU_add_test(s, "send/recv, 2 ranks", test_p2p_2);
     CU_add_test(s, "send/recv, 3 ranks", test_p2p_3);
     CU_add_test(s, "send/recv from a rank that exits", test_p2p_dead);
+    CU_add_test(s, "a send moved by a collective's wait", test_p2p_then_collective);
     CU_add_test(s, "mismatched collectives", test_mismatch);
     CU_add_test(s, "no segment left in /dev/shm", test_no_leftovers);
     int rc = lt_cunit_run();
