@@ -320,7 +320,10 @@ static lt_status idx_images(idx_file *img, const char *cache_dir, int *fd, char 
         return idx_check_dims(img, err, errlen);
     }
     LT_CHECK(idx_file_read(img, IDX_MAGIC_IMAGES, err, errlen));
-    if (lt_idx_cache_write(cpath, IDX_MAGIC_IMAGES, img->dims, img->data, img->payload) == LT_OK) {
+    if (lt_idx_cache_write(cpath, IDX_MAGIC_IMAGES, img->dims, img->data, img->payload) != LT_OK) {
+        lt_log(NULL, LT_LOG_WARN, "data.cache_dir: cannot write %s (%s); the images stay in this process's "
+               "memory; point data.cache_dir at a writable directory, or set it to none", cpath, strerror(errno));
+    } else {
         uint32_t again[3];
         *fd = lt_idx_cache_open(cpath, IDX_MAGIC_IMAGES, again);
         if (*fd >= 0 && !memcmp(again, img->dims, sizeof again)) {

@@ -163,6 +163,8 @@ bad() { # bad LABEL "expected text" args...
 bad unknown "strategy.algorithm = 'sgd' is not a Bagua algorithm; use gradient_allreduce, bytegrad, decentralized, low_precision_decentralized, async or qadam" --set strategy.algorithm=sgd
 bad qadam-sgd "strategy.algorithm = qadam compresses Adam's momentum, so it needs optimizer.name = adamw, not sgd" --set strategy.algorithm=qadam
 bad async-16 "strategy.algorithm = async with precision 16-mixed" --set strategy.algorithm=async --precision 16-mixed
+bad qadam-w0 "strategy.warmup_steps = 0 with algorithm qadam: its variance is frozen" --set strategy.algorithm=qadam \
+    --set strategy.warmup_steps=0 --set optimizer.name=adamw
 bad sync0 "strategy.sync_interval_ms = 0: must be between 1 and 3600000" --set strategy.algorithm=async --set strategy.sync_interval_ms=0
 bad hier "strategy.hierarchical = true applies to algorithm gradient_allreduce, not bytegrad" --set strategy.algorithm=bytegrad \
     --set strategy.hierarchical=true

@@ -40,26 +40,15 @@ SAME=(--seed 1 --set data.shuffle=true --set optimizer.name=sgd --set optimizer.
 start_nodes() { # start_nodes LABEL DEVICES args...: both nodes in the background -> N0 N1
     local label=$1 dev=$2; shift 2
     if [ ${#IN0[@]} -gt 0 ]; then PORT=$((PORT + 1)); else PORT=$("$TCP_PORT" free); fi
-    local NODES=(--num-nodes 2 --devices $dev --master-addr $ADDR --master-port $PORT --batch-size 32
-                 --set launcher.rdzv_timeout_s=60)
-    "${IN0[@]}" "$LTRUN" "${BASE[@]}" "${SAME[@]}" "${NODES[@]}" --node-rank 0 "$@" \
-        --default-root-dir "$IT_TMP/$label" >"$IT_TMP/$label-n0.out" 2>"$IT_TMP/$label-n0.err" &
-    N0=$!
-    "${IN1[@]}" "$LTRUN" "${BASE[@]}" "${SAME[@]}" "${NODES[@]}" --node-rank 1 "$@" \
-        --default-root-dir "$IT_TMP/$label-n1" >"$IT_TMP/$label-n1.out" 2>"$IT_TMP/$label-n1.err" &
-    N1=$!
-    IT_PIDS+=($N0 $N1)
+    NODES=(--num-nodes 2 --devices $dev --master-addr $ADDR --master-port $PORT --batch-size 32
+           --set launcher.rdzv_timeout_s=60)
+    launch_nodes "$label" "$@"
 }
 
 two_nodes() { # two_nodes LABEL args...: 2 x 2 ranks; node 0's checkpoint is $(ckpt_of LABEL)
     local label=$1; shift
     start_nodes "$label" 2 "$@"
-    local rc0=0 rc1=0
-    wait $N0 || rc0=$?
-    wait $N1 || rc1=$?
-    [ $rc0 -ne 0 ] && show_tail "$IT_TMP/$label-n0.err"
-    [ $rc1 -ne 0 ] && show_tail "$IT_TMP/$label-n1.err"
-    check "$label: both nodes exit 0 ($rc0, $rc1)" [ $rc0 -eq 0 -a $rc1 -eq 0 ]
+    wait_nodes "$label"
     check "$label: node 0 ran ranks 0-1 of 4" contains "$IT_TMP/$label-n0.out" "node 0 of 2.*ranks 0-1 of 4"
     check "$label: node 1 ran ranks 2-3 of 4" contains "$IT_TMP/$label-n1.out" "node 1 of 2.*ranks 2-3 of 4"
     check "$label: node 0 wrote last.safetensors" [ -s "$(ckpt_of $label)" ]

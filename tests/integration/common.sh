@@ -166,3 +166,27 @@ compare() { # compare A B: float32 parameters within $TOL (norm) and $TOL_MAX (e
 }
 
 cmp_with() { ckpt_equal "$(ckpt_of $1)" "$(ckpt_of $2)" $3 $4 "$1 equals $2"; } # cmp_with A B TOL METRIC
+
+# Two-node tests (ddp2_nodes, bagua_nodes): two ltruns as node 0 and node 1,
+# in the namespaces netns_pair made (IN0/IN1) or on loopback, each with BASE,
+# SAME, the test's NODES (--num-nodes, --master-*, devices ...) and "$@";
+# node 0's root dir is $IT_TMP/LABEL (so $(ckpt_of LABEL) is its checkpoint).
+launch_nodes() { # launch_nodes LABEL args...: both in the background -> N0 N1
+    local label=$1; shift
+    "${IN0[@]}" "$LTRUN" "${BASE[@]}" "${SAME[@]}" "${NODES[@]}" --node-rank 0 "$@" \
+        --default-root-dir "$IT_TMP/$label" >"$IT_TMP/$label-n0.out" 2>"$IT_TMP/$label-n0.err" &
+    N0=$!
+    "${IN1[@]}" "$LTRUN" "${BASE[@]}" "${SAME[@]}" "${NODES[@]}" --node-rank 1 "$@" \
+        --default-root-dir "$IT_TMP/$label-n1" >"$IT_TMP/$label-n1.out" 2>"$IT_TMP/$label-n1.err" &
+    N1=$!
+    IT_PIDS+=($N0 $N1)
+}
+
+wait_nodes() { # wait_nodes LABEL: waits for both; checks they exited 0 (their stderr tails when not)
+    local label=$1 rc0=0 rc1=0
+    wait $N0 || rc0=$?
+    wait $N1 || rc1=$?
+    [ $rc0 -ne 0 ] && show_tail "$IT_TMP/$label-n0.err"
+    [ $rc1 -ne 0 ] && show_tail "$IT_TMP/$label-n1.err"
+    check "$label: both nodes exit 0 ($rc0, $rc1)" [ $rc0 -eq 0 -a $rc1 -eq 0 ]
+}

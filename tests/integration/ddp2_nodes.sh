@@ -24,30 +24,19 @@ else
 fi
 SAME=(--seed 1 --set data.shuffle=true --set optimizer.name=sgd --set optimizer.lr=0.05
       --set optimizer.momentum=0.9 --max-epochs 1)
-NODES=(--strategy ddp2 --num-nodes 2 --devices 2 --master-addr $ADDR --batch-size 32
-       --set launcher.rdzv_timeout_s=30)
+DDP2=(--strategy ddp2 --num-nodes 2 --devices 2 --master-addr $ADDR --batch-size 32
+      --set launcher.rdzv_timeout_s=30)
 
 start_nodes() { # start_nodes LABEL args...: both nodes in the background -> N0 N1
-    local label=$1; shift
     PORT=$((PORT + 1))
-    "${IN0[@]}" "$LTRUN" "${BASE[@]}" "${SAME[@]}" "${NODES[@]}" --master-port $PORT --node-rank 0 "$@" \
-        --default-root-dir "$IT_TMP/$label" >"$IT_TMP/$label-n0.out" 2>"$IT_TMP/$label-n0.err" &
-    N0=$!
-    "${IN1[@]}" "$LTRUN" "${BASE[@]}" "${SAME[@]}" "${NODES[@]}" --master-port $PORT --node-rank 1 "$@" \
-        --default-root-dir "$IT_TMP/$label-n1" >"$IT_TMP/$label-n1.out" 2>"$IT_TMP/$label-n1.err" &
-    N1=$!
-    IT_PIDS+=($N0 $N1)
+    NODES=("${DDP2[@]}" --master-port $PORT)
+    launch_nodes "$@"
 }
 
 two_nodes() { # two_nodes LABEL args...: node 0's checkpoint is $(ckpt_of LABEL)
-    local label=$1; shift
-    start_nodes "$label" "$@"
-    local rc0=0 rc1=0
-    wait $N0 || rc0=$?
-    wait $N1 || rc1=$?
-    [ $rc0 -ne 0 ] && show_tail "$IT_TMP/$label-n0.err"
-    [ $rc1 -ne 0 ] && show_tail "$IT_TMP/$label-n1.err"
-    check "$label: both nodes exit 0 ($rc0, $rc1)" [ $rc0 -eq 0 -a $rc1 -eq 0 ]
+    local label=$1
+    start_nodes "$@"
+    wait_nodes "$label"
     check "$label: node 0 started one worker for its 2 devices" contains "$IT_TMP/$label-n0.out" "node 0 of 2.*starting 1 worker, ranks 0-0 of 2"
     check "$label: node 1 started one worker for its 2 devices" contains "$IT_TMP/$label-n1.out" "node 1 of 2.*starting 1 worker, ranks 1-1 of 2"
     check "$label: node 0 wrote last.safetensors" [ -s "$(ckpt_of $label)" ]

@@ -46,12 +46,13 @@ static void set_phase(async_state *a, async_phase p) {
 }
 
 /* The training thread's copy of the parameters into a round's buffers. */
-static lt_status copy_params(lt_run *run, async_state *a) {
+static lt_status copy_params(lt_run *run, bagua *b) {
+    async_state *a = &b->as;
     const lt_kernels *k = lt_run_kernels(run);
     lt_ctx *kc = lt_run_kernel_ctx(run);
-    int64_t n = (int64_t)a->flat.count;
-    k->axpby(kc, a->flat.param_dtype, n, 1.0, a->flat.params, 0.0, a->snap);
-    k->axpby(kc, a->flat.param_dtype, n, 1.0, a->flat.params, 0.0, a->avg);
+    int64_t n = (int64_t)b->flat.count;
+    k->axpby(kc, b->flat.param_dtype, n, 1.0, b->flat.params, 0.0, a->snap);
+    k->axpby(kc, b->flat.param_dtype, n, 1.0, b->flat.params, 0.0, a->avg);
     return lt_run_synchronize(run);
 }
 
@@ -70,8 +71,8 @@ static bool read_vote(const void *at, lt_dtype t) {
 static void *async_main(void *arg) {
     bagua *b = arg;
     async_state *a = &b->as;
-    size_t n = a->flat.count;
-    lt_dtype t = a->flat.param_dtype;
+    size_t n = b->flat.count;
+    lt_dtype t = b->flat.param_dtype;
     void *vote = (char *)a->avg + n * lt_dtype_size(t);
     pthread_mutex_lock(&a->lock);
     for (;;) {
@@ -119,10 +120,7 @@ static void *async_main(void *arg) {
 
 lt_status async_start(lt_ctx *ctx, lt_run *run, bagua *b) {
     async_state *a = &b->as;
-    lt_flat f;
-    LT_CHECK(lt_run_flat(run, &f));
-    a->flat = f;
-    a->run = run;
+    const lt_flat f = b->flat;
     LT_CHECK(lt_run_new_group(run, NULL, "bagua-async", &a->pg));
     size_t es = lt_dtype_size(f.param_dtype);
     /* The thread writes and reads the stop vote after the parameters
@@ -169,14 +167,14 @@ lt_status async_after_step(lt_ctx *ctx, lt_run *run, bagua *b, int64_t steps_tak
     if (phase != ASYNC_WANT && phase != ASYNC_READY) return LT_OK;
     const lt_kernels *k = lt_run_kernels(run);
     lt_ctx *kc = lt_run_kernel_ctx(run);
-    int64_t n = (int64_t)a->flat.count;
-    lt_dtype t = a->flat.param_dtype;
+    int64_t n = (int64_t)b->flat.count;
+    lt_dtype t = b->flat.param_dtype;
     if (phase == ASYNC_WANT) {
-        k->axpby(kc, t, n, 1.0, a->flat.params, 0.0, a->snap);
-        k->axpby(kc, t, n, 1.0, a->flat.params, 0.0, a->avg);
+        k->axpby(kc, t, n, 1.0, b->flat.params, 0.0, a->snap);
+        k->axpby(kc, t, n, 1.0, b->flat.params, 0.0, a->avg);
     } else { /* params += sum / world - snap */
-        k->axpby(kc, t, n, -1.0, a->snap, 1.0, a->flat.params);
-        k->axpby(kc, t, n, 1.0 / lt_pg_size(a->pg), a->avg, 1.0, a->flat.params);
+        k->axpby(kc, t, n, -1.0, a->snap, 1.0, b->flat.params);
+        k->axpby(kc, t, n, 1.0 / lt_pg_size(a->pg), a->avg, 1.0, b->flat.params);
         lt_run_params_changed(run);
     }
     LT_CHECK(lt_run_synchronize(run));
@@ -203,7 +201,7 @@ lt_status async_stop(lt_ctx *ctx, lt_run *run, bagua *b) {
     while (atomic_load(&a->phase) == ASYNC_TAKEN && !late) /* a round in flight owns the buffers */
         late = pthread_cond_timedwait(&a->cond, &a->lock, &limit) == ETIMEDOUT;
     lt_status st = LT_OK;
-    if (!late && atomic_load(&a->phase) != ASYNC_DONE) st = copy_params(run, a);
+    if (!late && atomic_load(&a->phase) != ASYNC_DONE) st = copy_params(run, b);
     a->final_copied = true;
     pthread_cond_broadcast(&a->cond);
     while (atomic_load(&a->phase) != ASYNC_DONE && !late)

@@ -115,6 +115,11 @@ static lt_status read_params(lt_ctx *ctx, lt_run *run, bagua *b) {
         return LT_ERR_INVALID;
     }
     if (b->warmup_steps == -1) b->warmup_steps = b->alg == ALG_QADAM ? 100 : 0;
+    if (b->alg == ALG_QADAM && b->warmup_steps < 1) {
+        lt_set_error(ctx, "strategy.warmup_steps = 0 with algorithm qadam: its variance is frozen when the warm-up "
+                     "ends, so with none it stays 0 and nothing trains; use at least 1 (Bagua's default: 100)");
+        return LT_ERR_INVALID;
+    }
     b->hierarchical = lt_param_bool(ctx, "hierarchical", false);
     if (b->hierarchical && b->alg != ALG_GRADIENT_ALLREDUCE) {
         lt_set_error(ctx, "strategy.hierarchical = true applies to algorithm gradient_allreduce, not %s; remove it",
@@ -217,10 +222,10 @@ static int64_t steps_taken(lt_run *run) {
 }
 
 /* Whether ddp's bucketed gradient allreduce runs this step: always under
- * (flat) gradient_allreduce, during warm-up under async and qadam. */
-static bool ddp_gradients(lt_ctx *ctx, lt_run *run) {
-    const bagua *b = state(ctx);
-    if (!b) return true;
+ * (flat) gradient_allreduce, during warm-up under async and qadam. Decided
+ * once per backward (on_backward_start), where the step count is fixed until
+ * the optimizer step, and read by the per-range and end-of-step hooks. */
+static bool decide_ddp_gradients(lt_run *run, bagua *b) {
     switch (b->alg) {
     case ALG_GRADIENT_ALLREDUCE: return !b->hierarchical;
     case ALG_ASYNC:
@@ -229,12 +234,19 @@ static bool ddp_gradients(lt_ctx *ctx, lt_run *run) {
     }
 }
 
+static bool ddp_gradients(lt_ctx *ctx) {
+    const bagua *b = state(ctx);
+    return !b || b->ddp_this_step;
+}
+
 static lt_status bagua_on_backward_start(lt_ctx *ctx, lt_run *run, bool sync) {
-    return ddp_gradients(ctx, run) ? ddp->on_backward_start(ctx, run, sync) : LT_OK;
+    bagua *b = state(ctx);
+    if (b) b->ddp_this_step = decide_ddp_gradients(run, b);
+    return ddp_gradients(ctx) ? ddp->on_backward_start(ctx, run, sync) : LT_OK;
 }
 
 static lt_status bagua_on_grad_ready(lt_ctx *ctx, lt_run *run, size_t offset, size_t count, bool sync) {
-    return ddp_gradients(ctx, run) ? ddp->on_grad_ready(ctx, run, offset, count, sync) : LT_OK;
+    return ddp_gradients(ctx) ? ddp->on_grad_ready(ctx, run, offset, count, sync) : LT_OK;
 }
 
 lt_status bagua_group(lt_ctx *ctx, lt_run *run, lt_pg **out) {
@@ -268,7 +280,7 @@ lt_status bagua_agree_finite(lt_ctx *ctx, lt_run *run, bagua *b) {
 
 static lt_status bagua_before_optimizer_step(lt_ctx *ctx, lt_run *run) {
     bagua *b = state(ctx);
-    if (ddp_gradients(ctx, run)) return ddp->before_optimizer_step(ctx, run);
+    if (ddp_gradients(ctx)) return ddp->before_optimizer_step(ctx, run);
     lt_pg *pg;
     LT_CHECK(bagua_group(ctx, run, &pg));
     switch (b->alg) {
@@ -283,7 +295,7 @@ static lt_status bagua_before_optimizer_step(lt_ctx *ctx, lt_run *run) {
 
 static lt_status bagua_optimizer_step(lt_ctx *ctx, lt_run *run) {
     bagua *b = state(ctx);
-    if (b && b->alg == ALG_QADAM && !qadam_in_warmup(run, b)) return qadam_step(ctx, run, b);
+    if (b && b->alg == ALG_QADAM && !b->ddp_this_step) return qadam_step(ctx, run, b); /* warm-up over */
     return lt_run_optimizer_step(run);
 }
 

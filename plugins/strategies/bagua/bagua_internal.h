@@ -60,8 +60,6 @@ typedef struct async_state {
     double longest_round_ms;   /* the slowest allreduce so far: bounds the last one */
     double longest_step_ms;    /* training thread only: the slowest step so far */
     double last_step_at;       /* training thread only: lt_now() at the last step */
-    lt_flat flat;              /* copy for the thread */
-    lt_run *run;
 } async_state;
 
 typedef struct bagua {
@@ -78,6 +76,7 @@ typedef struct bagua {
     int64_t chunk;  /* compression_chunk */
     bytegrad bg;    /* bytegrad: the gradients; qadam: the momentum */
     bool agree_finite; /* 16-mixed with local gradients: ranks agree on skipping */
+    bool ddp_this_step; /* ddp's gradient hooks run this step (bagua.c, on_backward_start) */
     lt_pg *local, *leaders; /* hierarchical: this node's ranks; node leaders (NULL elsewhere) */
     lpd_state lpd;
     async_state as;
@@ -101,7 +100,6 @@ lt_status async_stop(lt_ctx *ctx, lt_run *run, bagua *b);
 void async_free(lt_run *run, bagua *b);
 
 lt_status qadam_setup(lt_ctx *ctx, lt_run *run, bagua *b);
-bool qadam_in_warmup(lt_run *run, const bagua *b);
 lt_status qadam_step(lt_ctx *ctx, lt_run *run, bagua *b);
 
 lt_status hier_setup(lt_ctx *ctx, lt_run *run, bagua *b);

@@ -38,11 +38,6 @@ lt_status qadam_setup(lt_ctx *ctx, lt_run *run, bagua *b) {
     return bytegrad_setup(ctx, &b->bg, run, b->flat.count, o.dtype, b->chunk);
 }
 
-bool qadam_in_warmup(lt_run *run, const bagua *b) {
-    lt_optimizer_view o = {.struct_size = sizeof o};
-    return lt_run_optimizer(run, &o) != LT_OK || o.step < b->warmup_steps;
-}
-
 lt_status qadam_step(lt_ctx *ctx, lt_run *run, bagua *b) {
     lt_optimizer_view o = {.struct_size = sizeof o};
     LT_CHECK(lt_run_optimizer(run, &o));
