@@ -407,6 +407,20 @@ static const core_key core_keys[] = {
     {"launcher", "stall_timeout_s", I, "120",
      "a rank waiting this long in a collective names the peer that is not in it as stuck and ends "
      "the job (0: off; must exceed the longest step)", {IN(0, TIMEOUT_TOP)}},
+    {"launcher", "nnodes", S, "",
+     "elastic nodes MIN:MAX (torchrun's --nnodes 1:4): start once MIN joined, re-form the job when a node "
+     "dies or joins; empty = a fixed trainer.num_nodes", ANY},
+    {"launcher", "rdzv_endpoint", S, "", "elastic: HOST[:PORT] of the rendezvous (port 29400 if none); the node "
+     "whose address it is hosts it; empty = master_addr:master_port", ANY},
+    {"launcher", "rdzv_id", S, "none", "elastic: the job's id; nodes with another id are refused", ANY},
+    {"launcher", "rdzv_backend", S, "c10d", "elastic: how nodes meet: c10d (a store hosted by one of the nodes)",
+     {ONE_OF("c10d")}},
+    {"launcher", "join_timeout_s", I, "600", "elastic: seconds a node waits for the job to take it in",
+     {IN(1, TIMEOUT_TOP)}},
+    {"launcher", "last_call_s", I, "30", "elastic: once MIN nodes are in, seconds to wait for more (up to MAX)",
+     {IN(0, TIMEOUT_TOP)}},
+    {"launcher", "keepalive_timeout_s", I, "30",
+     "elastic: a node whose launcher sent no heartbeat for this long has left the job", {IN(2, TIMEOUT_TOP)}},
     {"launcher", "bind_cores", B, "true", "pin each local worker to its share of the cores (like mpirun --bind-to core)", ANY},
 };
 #undef I

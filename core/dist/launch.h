@@ -17,6 +17,14 @@ typedef struct lt_launch_info {
     char ckpt_dir[1024];    /* where last.safetensors goes (restarts resume from it) */
     char seed[32];          /* trainer.seed or "" */
     bool bind_cores;        /* launcher.bind_cores: pin each local worker to its share of the cores */
+    /* elastic (--nnodes MIN:MAX); min_nodes = 0: a fixed num_nodes */
+    int min_nodes, max_nodes;   /* launcher.nnodes */
+    char rdzv_id[128];          /* launcher.rdzv_id */
+    int join_timeout_s;         /* launcher.join_timeout_s */
+    int last_call_s;            /* launcher.last_call_s */
+    int keepalive_s;            /* launcher.keepalive_timeout_s */
+    int batch_size, accumulate; /* data.batch_size, trainer.accumulate_grad_batches: the effective batch */
+    char lr_scaling[16];        /* optimizer.lr_scaling, for the membership line */
 } lt_launch_info;
 
 /* One 64-byte slot per local worker in a shared file whose descriptor the
@@ -31,7 +39,10 @@ typedef struct lt_status_slot {
     char pad[40];
 } lt_status_slot;
 
-enum { LT_PHASE_START = 0, LT_PHASE_SETUP = 1, LT_PHASE_TRAIN = 2, LT_PHASE_DONE = 3, LT_PHASE_FAILED = 4 };
+/* STOPPED: fit ended early at a step boundary, saved (pre-empted, or an
+ * elastic change of nodes); the run is not finished. */
+enum { LT_PHASE_START = 0, LT_PHASE_SETUP = 1, LT_PHASE_TRAIN = 2, LT_PHASE_DONE = 3, LT_PHASE_FAILED = 4,
+       LT_PHASE_STOPPED = 5 };
 
 /* Worker side: maps the slot named by LT_STATUS_FD/LOCAL_RANK (NULL when not launched by ltrun). */
 lt_status_slot *lt_status_slot_attach(void);

@@ -41,6 +41,12 @@ static const flag_map flags[] = {
     {"--master_addr", "launcher.master_addr"},
     {"--master_port", "launcher.master_port"},
     {"--max_restarts", "launcher.max_restarts"},
+    {"--rdzv-endpoint", "launcher.rdzv_endpoint"},
+    {"--rdzv_endpoint", "launcher.rdzv_endpoint"},
+    {"--rdzv-id", "launcher.rdzv_id"},
+    {"--rdzv_id", "launcher.rdzv_id"},
+    {"--rdzv-backend", "launcher.rdzv_backend"},
+    {"--rdzv_backend", "launcher.rdzv_backend"},
 };
 
 void ltrun_usage(void) {
@@ -53,6 +59,9 @@ void ltrun_usage(void) {
            "  --devices D              3 | -1 | \"1, 3\" | [0] | auto\n"
            "  --strategy S             auto | single_device | ddp | ddp_spawn | ...\n"
            "  --num-nodes N            number of nodes (torchrun: --nnodes)\n"
+           "  --nnodes MIN:MAX         elastic: start with MIN..MAX nodes, re-form when one dies or joins\n"
+           "  --rdzv-endpoint HOST:PORT  elastic: the rendezvous (hosted by the node with that address)\n"
+           "  --rdzv-id ID             elastic: the job's id (nodes of another job are refused)\n"
            "  --node-rank R            this node's rank (--node_rank)\n"
            "  --master-addr A          node 0's address (--master_addr)\n"
            "  --master-port P          rendezvous port (--master_port); 0 = pick a free one\n"
@@ -115,10 +124,12 @@ static int parse_mapped(int argc, char **argv, int *i, ltrun_args *a, bool *matc
         *matched = true;
         const char *v = need_value(argc, argv, i, flags[f].flag);
         if (!v) return 2;
-        size_t n = strlen(flags[f].key) + strlen(v) + 2;
+        /* torchrun's --nnodes MIN:MAX: elastic nodes, a key of their own */
+        const char *key = strchr(v, ':') && !strcmp(flags[f].key, "trainer.num_nodes") ? "launcher.nnodes" : flags[f].key;
+        size_t n = strlen(key) + strlen(v) + 2;
         char *s = malloc(n);
         if (!s) return 2;
-        snprintf(s, n, "%s=%s", flags[f].key, v);
+        snprintf(s, n, "%s=%s", key, v);
         return add_set(a, s, flags[f].flag, true);
     }
     return 0;

@@ -26,15 +26,14 @@
 #include <time.h>
 #include <unistd.h>
 #include "args.h"
-#include "launcher.h"
-#include "lt/store.h"
-#include "dist/store_server.h"
+#include "launcher_internal.h"
 #include "dist/process_group.h"
 
 extern char **environ;
 
 #define GRACE_S 3.0 /* SIGTERM, then SIGKILL this much later */
 #define REAP_S 2.0  /* after SIGKILL: the 5 s promised in total */
+#define STOP_AT_STEP_S 300.0 /* elastic: a stop at a step boundary may wait out a validation loop */
 #define SEED_KEY "ltrun/seed"
 #define RESUME_KEY "ltrun/resume/%d"
 /* Worker exit statuses: EXIT_REFUSED (args.h) = the worker refused its
@@ -42,45 +41,7 @@ extern char **environ;
  * it reports), 127 = the worker could not be executed. */
 #define EXIT_NO_EXEC 127
 
-typedef struct worker {
-    pid_t pid;
-    bool alive;
-    int status; /* waitpid's */
-} worker;
-
-typedef struct outcome {
-    enum { OUT_OK, OUT_FAILED, OUT_SIGNALLED } kind;
-    int local;         /* the failed worker */
-    int status;        /* its wait status */
-    int others;        /* workers still running when it failed */
-    int signo;         /* what ltrun got (OUT_SIGNALLED) */
-    lt_status_slot at; /* its progress when it failed */
-} outcome;
-
-typedef struct launcher {
-    const lt_launch_info *info;
-    char **argv;
-    int argc, nproc, world;
-    char host[256];     /* this machine, for messages */
-    char store_host[256]; /* where the launcher's own client connects */
-    int port;
-    char seed[32];
-    char token[40];     /* generated for a one-node job; "" = the user's or none */
-    int threads;
-    lt_store_server *srv;
-    lt_store *client;
-    int slot_fd;
-    lt_status_slot *slots;
-    size_t slots_len;
-    worker *w;
-    int nalive;
-    int late_signal;    /* ^C during a shutdown: becomes the exit status */
-    sigset_t sigs, stop_sigs, oldmask; /* sigs = stop_sigs + SIGCHLD */
-    struct timespec started;
-} launcher;
-
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...) {
+void launcher_say(const char *fmt, ...) {
     char buf[2048];
     va_list ap;
     va_start(ap, fmt);
@@ -90,7 +51,7 @@ static void say(const char *fmt, ...) {
     fflush(stderr);
 }
 
-static double mono(void) {
+double launcher_mono(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -104,12 +65,12 @@ static int usable_cores(void) {
 }
 
 /* A host is local when a socket can bind one of its addresses. */
-static int addr_is_local(const char *host, bool *local) {
+int launcher_addr_is_local(const char *host, const char *key, bool *local) {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
     int rc = getaddrinfo(host, NULL, &hints, &res);
     if (rc) {
-        say("error: launcher.master_addr = '%s' does not resolve (%s); set --master-addr to node 0's host name or IP address",
-            host, gai_strerror(rc));
+        launcher_say("error: %s = '%s' does not resolve (%s); give the host name or IP address of the node hosting the rendezvous",
+                     key, host, gai_strerror(rc));
         return -1;
     }
     *local = false;
@@ -123,13 +84,13 @@ static int addr_is_local(const char *host, bool *local) {
     return 0;
 }
 
-static int connect_client(launcher *L) {
+int launcher_connect_client(launcher *L) {
     if (L->client) return 0;
     int tmo_ms = (L->info->rdzv_timeout_s > 0 ? L->info->rdzv_timeout_s : 300) * 1000;
     char err[1024];
     if (lt_store_connect(L->store_host, L->port, L->token[0] ? L->token : NULL, tmo_ms, &L->client, err,
                          sizeof err) != LT_OK) {
-        say("error: node %d: %s (launcher.rdzv_timeout_s = %d)", L->info->node_rank, err,
+        launcher_say("error: node %d: %s (launcher.rdzv_timeout_s = %d)", L->node_rank, err,
             L->info->rdzv_timeout_s);
         L->client = NULL;
         return -1;
@@ -144,7 +105,7 @@ static int start_store(launcher *L) {
     const lt_launch_info *in = L->info;
     const char *addr = in->master_addr[0] ? in->master_addr : "127.0.0.1";
     bool local = false;
-    if (addr_is_local(addr, &local)) return -1;
+    if (launcher_addr_is_local(addr, "launcher.master_addr", &local)) return -1;
     int port = in->master_port; /* 0 only on one node: lt_trainer_launch_info checked */
     if (!getenv("LT_RDZV_TOKEN") || !*getenv("LT_RDZV_TOKEN")) {
         /* One node: nobody else needs to join, so a random token keeps other
@@ -157,7 +118,7 @@ static int start_store(launcher *L) {
     lt_status st = lt_store_server_start(local ? addr : NULL, port, L->token[0] ? L->token : NULL, &L->srv,
                                          &L->port, err, sizeof err);
     if (st != LT_OK) {
-        say("error: cannot host the rendezvous store: %s", err);
+        launcher_say("error: cannot host the rendezvous store: %s", err);
         return -1;
     }
     snprintf(L->store_host, sizeof L->store_host, "%s", local ? addr : "127.0.0.1");
@@ -180,20 +141,20 @@ static int choose_seed(launcher *L) {
             printf("ltrun: no seed set (trainer.seed): every rank uses %s\n", L->seed);
         }
         if (in->num_nodes > 1) {
-            if (connect_client(L)) return -1;
+            if (launcher_connect_client(L)) return -1;
             if (lt_store_set(L->client, SEED_KEY, L->seed, strlen(L->seed)) != LT_OK) {
-                say("error: cannot publish the seed in the rendezvous store: %s", lt_store_error(L->client));
+                launcher_say("error: cannot publish the seed in the rendezvous store: %s", lt_store_error(L->client));
                 return -1;
             }
         }
         return 0;
     }
     if (L->seed[0]) return 0;
-    if (connect_client(L)) return -1;
+    if (launcher_connect_client(L)) return -1;
     void *v = NULL;
     size_t len = 0;
     if (lt_store_get(L->client, SEED_KEY, &v, &len) != LT_OK) {
-        say("error: node %d: no seed from node 0: %s", in->node_rank, lt_store_error(L->client));
+        launcher_say("error: node %d: no seed from node 0: %s", in->node_rank, lt_store_error(L->client));
         return -1;
     }
     snprintf(L->seed, sizeof L->seed, "%.*s", (int)(len < sizeof L->seed ? len : sizeof L->seed - 1), (char *)v);
@@ -205,13 +166,13 @@ static int make_slots(launcher *L) {
     L->slots_len = (size_t)L->nproc * sizeof(lt_status_slot);
     L->slot_fd = memfd_create("ltrun-status", MFD_CLOEXEC);
     if (L->slot_fd < 0 || ftruncate(L->slot_fd, (off_t)L->slots_len)) {
-        say("error: cannot create the status slots (memfd): %s", strerror(errno));
+        launcher_say("error: cannot create the status slots (memfd): %s", strerror(errno));
         return -1;
     }
     L->slots = mmap(NULL, L->slots_len, PROT_READ | PROT_WRITE, MAP_SHARED, L->slot_fd, 0);
     if (L->slots == MAP_FAILED) {
         L->slots = NULL;
-        say("error: cannot map the status slots: %s", strerror(errno));
+        launcher_say("error: cannot map the status slots: %s", strerror(errno));
         return -1;
     }
     return 0;
@@ -232,23 +193,24 @@ static void env_free(env_list *e) {
 }
 
 static int env_build(launcher *L, int local, int restart, env_list *e) {
-    const lt_launch_info *in = L->info;
-    struct { const char *k; char v[300]; } kv[16];
+    struct { const char *k; char v[300]; } kv[20];
     int n = 0;
 #define PUT(key, ...) do { kv[n].k = key; snprintf(kv[n].v, sizeof kv[n].v, __VA_ARGS__); n++; } while (0)
-    PUT("MASTER_ADDR", "%s", in->master_addr[0] ? in->master_addr : "127.0.0.1");
+    PUT("MASTER_ADDR", "%s", L->master_addr);
     PUT("MASTER_PORT", "%d", L->port);
     PUT("WORLD_SIZE", "%d", L->world);
-    PUT("RANK", "%d", in->node_rank * L->nproc + local);
+    PUT("RANK", "%d", L->node_rank * L->nproc + local);
     PUT("LOCAL_RANK", "%d", local);
-    PUT("NODE_RANK", "%d", in->node_rank);
-    PUT("GROUP_RANK", "%d", in->node_rank);
+    PUT("NODE_RANK", "%d", L->node_rank);
+    PUT("GROUP_RANK", "%d", L->node_rank);
     PUT("LOCAL_WORLD_SIZE", "%d", L->nproc);
     PUT("LT_GLOBAL_SEED", "%s", L->seed);
     PUT("LT_RESTART_COUNT", "%d", restart);
     PUT("LT_STATUS_FD", "%d", L->slot_fd);
     PUT("LT_STORE_HOSTED", "%d", 1); /* workers must not host a store of their own */
     if (L->token[0]) PUT("LT_RDZV_TOKEN", "%s", L->token);
+    /* elastic: SIGUSR2 asks the workers to stop at an agreed step (trainer/preempt.c) */
+    if (L->poll) PUT("LT_ELASTIC", "%d", 1);
     if (!getenv("OPENBLAS_NUM_THREADS")) PUT("OPENBLAS_NUM_THREADS", "%d", L->threads);
     if (!getenv("OMP_NUM_THREADS")) PUT("OMP_NUM_THREADS", "%d", L->threads);
 #undef PUT
@@ -283,12 +245,12 @@ static void kill_alive(launcher *L, int sig) {
 
 static bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
 
-static bool refused(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == EXIT_REFUSED; }
+bool launcher_refused(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == EXIT_REFUSED; }
 
 /* Of several failures seen at once, the likeliest cause: a rank killed by a
  * signal, then one that refused its input; their peers most likely failed
  * because they vanished. */
-static int cause_rank(int status) { return WIFSIGNALED(status) ? 2 : refused(status) ? 1 : 0; }
+static int cause_rank(int status) { return WIFSIGNALED(status) ? 2 : launcher_refused(status) ? 1 : 0; }
 
 /* Collects every exited worker. With o, the first failure is recorded; of
  * several seen at once, the likeliest cause (cause_rank) wins. */
@@ -323,7 +285,7 @@ static void reap(launcher *L, outcome *o) {
 
 /* Waits up to timeout_s (< 0: 1 s) for a signal; returns it, 0 for a child's
  * exit or the timeout. */
-static int wait_signal(launcher *L, double timeout_s) {
+int launcher_wait_signal(launcher *L, double timeout_s) {
     if (timeout_s < 0) timeout_s = 1.0;
     struct timespec ts = {(time_t)timeout_s, (long)((timeout_s - (double)(time_t)timeout_s) * 1e9)};
     siginfo_t si;
@@ -333,15 +295,15 @@ static int wait_signal(launcher *L, double timeout_s) {
 
 /* SIGTERM (or the signal ltrun got), SIGKILL GRACE_S later, all reaped
  * within GRACE_S + REAP_S. A second ^C skips the grace period. */
-static void stop_group(launcher *L, int first_sig) {
+void launcher_stop_group(launcher *L, int first_sig) {
     if (!L->nalive) return;
     kill_alive(L, first_sig);
-    double deadline = mono() + GRACE_S;
+    double deadline = launcher_mono() + GRACE_S;
     bool killed = false;
     for (;;) {
         reap(L, NULL);
         if (!L->nalive) return;
-        double now = mono();
+        double now = launcher_mono();
         if (now >= deadline) {
             if (killed) break;
             kill_alive(L, SIGKILL);
@@ -349,16 +311,16 @@ static void stop_group(launcher *L, int first_sig) {
             deadline = now + REAP_S;
             continue;
         }
-        int sig = wait_signal(L, deadline - now);
+        int sig = launcher_wait_signal(L, deadline - now);
         if (sig && !killed) {
             L->late_signal = sig;
             kill_alive(L, SIGKILL);
             killed = true;
-            deadline = mono() + REAP_S;
+            deadline = launcher_mono() + REAP_S;
         }
     }
     for (int i = 0; i < L->nproc; i++)
-        if (L->w[i].alive) say("warning: worker pid %d did not exit %g s after SIGKILL", (int)L->w[i].pid, REAP_S);
+        if (L->w[i].alive) launcher_say("warning: worker pid %d did not exit %g s after SIGKILL", (int)L->w[i].pid, REAP_S);
 }
 
 /* A stop signal already pending, or 0. */
@@ -371,14 +333,18 @@ static int take_stop_signal(launcher *L) {
 static void signalled(launcher *L, outcome *o, int sig) {
     o->kind = OUT_SIGNALLED;
     o->signo = sig;
-    say("got %s: passed it on to the %d running rank%s and stopped them",
+    launcher_say("got %s: passed it on to the %d running rank%s and stopped them",
         sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP", L->nalive, L->nalive == 1 ? "" : "s");
-    stop_group(L, sig);
+    launcher_stop_group(L, sig);
 }
 
-static void supervise(launcher *L, outcome *o) {
+/* With a poll hook (elastic), asks it about once a second what to do: stop
+ * at a step boundary (SIGUSR2; the workers then exit 0 with phase STOPPED,
+ * or get SIGTERM after STOP_AT_STEP_S) or stop now (o->kind OUT_STOPPED). */
+void launcher_supervise(launcher *L, outcome *o) {
     memset(o, 0, sizeof *o);
     o->local = -1;
+    double next_poll = launcher_mono() + 1.0, stop_by = 0;
     for (;;) {
         reap(L, o);
         if (o->kind == OUT_FAILED) {
@@ -389,11 +355,27 @@ static void supervise(launcher *L, outcome *o) {
                 signalled(L, o, sig);
                 return;
             }
-            stop_group(L, SIGTERM);
+            launcher_stop_group(L, SIGTERM);
             return;
         }
         if (!L->nalive) return;
-        int sig = wait_signal(L, -1);
+        double now = launcher_mono();
+        if (L->poll && now >= next_poll) {
+            next_poll = now + 1.0;
+            poll_action act = L->poll(L);
+            if (act == POLL_STOP_AT_STEP && !stop_by) {
+                kill_alive(L, SIGUSR2);
+                stop_by = now + STOP_AT_STEP_S;
+            } else if (act == POLL_STOP_NOW || (stop_by && now > stop_by)) {
+                if (act != POLL_STOP_NOW)
+                    launcher_say("the workers did not stop at a step boundary within %g s of being asked; stopping them now",
+                                 STOP_AT_STEP_S);
+                launcher_stop_group(L, SIGTERM);
+                o->kind = OUT_STOPPED;
+                return;
+            }
+        }
+        int sig = launcher_wait_signal(L, L->poll ? next_poll - now : -1);
         if (sig) {
             signalled(L, o, sig);
             return;
@@ -402,16 +384,23 @@ static void supervise(launcher *L, outcome *o) {
 }
 
 /* Starts the whole group; on failure stops those already started. */
-static int start_group(launcher *L, int restart, const char *resume) {
-    char **args = calloc((size_t)L->argc + 3, sizeof *args);
+int launcher_start_group(launcher *L, int restart, const char *resume) {
+    char **args = calloc((size_t)L->argc + 5, sizeof *args);
+    char nodes[16];
     if (!args) {
-        say("error: out of memory");
+        launcher_say("error: out of memory");
         return -1;
     }
     for (int i = 0; i < L->argc; i++) args[i] = L->argv[i];
     if (resume && *resume) {
         args[L->argc] = "--ckpt-path"; /* the last --ckpt-path wins */
         args[L->argc + 1] = (char *)resume;
+    }
+    if (L->poll) { /* elastic: this round's node count (the last --num-nodes wins too) */
+        int k = L->argc + (resume && *resume ? 2 : 0);
+        snprintf(nodes, sizeof nodes, "%d", L->num_nodes);
+        args[k] = "--num-nodes";
+        args[k + 1] = nodes;
     }
     memset(L->slots, 0, L->slots_len);
     pid_t parent = getpid();
@@ -435,7 +424,7 @@ static int start_group(launcher *L, int restart, const char *resume) {
             }
         }
         if (env_build(L, i, restart, &e)) {
-            say("error: out of memory building worker %d's environment", i);
+            launcher_say("error: out of memory building worker %d's environment", i);
             rc = -1;
             break;
         }
@@ -457,7 +446,7 @@ static int start_group(launcher *L, int restart, const char *resume) {
         int err = errno;
         env_free(&e);
         if (pid < 0) {
-            say("error: cannot start worker %d (local rank %d): fork: %s", L->info->node_rank * L->nproc + i, i,
+            launcher_say("error: cannot start worker %d (local rank %d): fork: %s", L->node_rank * L->nproc + i, i,
                 strerror(err));
             rc = -1;
             break;
@@ -466,7 +455,7 @@ static int start_group(launcher *L, int restart, const char *resume) {
         L->nalive++;
     }
     free(args);
-    if (rc) stop_group(L, SIGKILL);
+    if (rc) launcher_stop_group(L, SIGKILL);
     return rc;
 }
 
@@ -475,14 +464,14 @@ static int start_group(launcher *L, int restart, const char *resume) {
  * configuration or input" status before training started or after it
  * finished (during training a failure may be transient, and a restart
  * resumes from the checkpoint). */
-static bool cannot_cure(const outcome *o) {
+bool launcher_cannot_cure(const outcome *o) {
     if (!WIFEXITED(o->status)) return false;
     int code = WEXITSTATUS(o->status);
     bool training = o->at.phase == LT_PHASE_TRAIN || o->at.phase == LT_PHASE_FAILED;
     return code == EXIT_NO_EXEC || (code == EXIT_REFUSED && !training);
 }
 
-static void report(launcher *L, const outcome *o) {
+void launcher_report(launcher *L, const outcome *o) {
     int st = o->status;
     char how[160], where[160];
     if (WIFSIGNALED(st)) {
@@ -498,15 +487,15 @@ static void report(launcher *L, const outcome *o) {
     else if (o->at.phase == LT_PHASE_DONE) snprintf(where, sizeof where, "after training finished (step %lld, epoch %lld)", step, epoch);
     else if (step == 0 && epoch == 0) snprintf(where, sizeof where, "before its first step (setup or step 0)");
     else snprintf(where, sizeof where, "at step %lld (epoch %lld)", step, epoch);
-    say("rank %d (host %s, pid %d) %s %s; %s", L->info->node_rank * L->nproc + o->local, L->host,
+    launcher_say("rank %d (host %s, pid %d) %s %s; %s", L->node_rank * L->nproc + o->local, L->host,
         (int)L->w[o->local].pid, how, where,
-        o->others ? (L->info->num_nodes > 1 ? "stopped the other ranks on this node" : "stopped the other ranks")
+        o->others ? (L->num_nodes > 1 ? "stopped the other ranks on this node" : "stopped the other ranks")
                   : "no other rank was running here");
 }
 
 /* The reason the first failing rank posted (lt_pg_post_failure), if any:
  * said last, so it is the line a user reads first. */
-static void first_failure(launcher *L, int restart) {
+void launcher_first_failure(launcher *L, int restart) {
     if (!L->client) { /* quietly: a store that is gone has nothing to say */
         char err[256];
         if (lt_store_connect(L->store_host, L->port, L->token[0] ? L->token : NULL, 2000, &L->client, err,
@@ -525,7 +514,7 @@ static void first_failure(launcher *L, int restart) {
     snprintf(text, sizeof text, "%.*s", (int)len, (char *)v);
     free(v);
     char *tab = strchr(text, '\t');
-    if (tab) say("the first failure: rank %d: %s", atoi(text), tab + 1);
+    if (tab) launcher_say("the first failure: rank %d: %s", atoi(text), tab + 1);
 }
 
 /* The checkpoint a restart resumes from: this launch's last.safetensors
@@ -545,19 +534,19 @@ static int resume_path(launcher *L, int restart, char *out, size_t n) {
         if (in->num_nodes > 1) {
             char val[1300];
             snprintf(val, sizeof val, "%s%s", out[0] ? "ckpt:" : "none", out);
-            if (connect_client(L)) return -1;
+            if (launcher_connect_client(L)) return -1;
             if (lt_store_set(L->client, key, val, strlen(val)) != LT_OK) {
-                say("error: cannot tell the other nodes where to resume: %s", lt_store_error(L->client));
+                launcher_say("error: cannot tell the other nodes where to resume: %s", lt_store_error(L->client));
                 return -1;
             }
         }
         return 0;
     }
-    if (connect_client(L)) return -1;
+    if (launcher_connect_client(L)) return -1;
     void *v = NULL;
     size_t len = 0;
     if (lt_store_get(L->client, key, &v, &len) != LT_OK) {
-        say("error: node %d: node 0 did not say where restart %d resumes: %s", in->node_rank, restart,
+        launcher_say("error: node %d: node 0 did not say where restart %d resumes: %s", in->node_rank, restart,
             lt_store_error(L->client));
         return -1;
     }
@@ -567,7 +556,7 @@ static int resume_path(launcher *L, int restart, char *out, size_t n) {
     if (!strncmp(val, "ckpt:", 5)) {
         snprintf(out, n, "%s", val + 5);
         if (access(out, R_OK)) {
-            say("error: node 0 resumes from %s, which this node (%s) cannot read: %s; put checkpoint.dirpath on a file system every node shares",
+            launcher_say("error: node 0 resumes from %s, which this node (%s) cannot read: %s; put checkpoint.dirpath on a file system every node shares",
                 out, L->host, strerror(errno));
             return -1;
         }
@@ -575,17 +564,22 @@ static int resume_path(launcher *L, int restart, char *out, size_t n) {
     return 0;
 }
 
+static int fixed_job(launcher *L, int cores);
+
 int ltrun_launch(const lt_launch_info *info, char **argv) {
     launcher L = {.info = info, .argv = argv, .slot_fd = -1};
     while (argv[L.argc]) L.argc++;
     L.nproc = info->nproc_per_node;
+    L.node_rank = info->node_rank;
+    L.num_nodes = info->num_nodes;
     L.world = info->nproc_per_node * info->num_nodes;
     L.port = info->master_port;
+    snprintf(L.master_addr, sizeof L.master_addr, "%s", info->master_addr[0] ? info->master_addr : "127.0.0.1");
     clock_gettime(CLOCK_REALTIME, &L.started);
     if (gethostname(L.host, sizeof L.host - 1)) snprintf(L.host, sizeof L.host, "?");
     snprintf(L.store_host, sizeof L.store_host, "%s", info->master_addr[0] ? info->master_addr : "127.0.0.1");
     if (L.nproc < 1) {
-        say("error: trainer.devices gives %d processes per node; need at least 1", L.nproc);
+        launcher_say("error: trainer.devices gives %d processes per node; need at least 1", L.nproc);
         return EXIT_REFUSED;
     }
     int cores = usable_cores();
@@ -605,30 +599,43 @@ int ltrun_launch(const lt_launch_info *info, char **argv) {
     sigprocmask(SIG_SETMASK, NULL, &L.oldmask);
 
     int rc = 1;
-    char resume[1400] = "";
     L.w = calloc((size_t)L.nproc, sizeof *L.w);
-    if (!L.w) {
-        say("error: out of memory");
-        goto out;
-    }
-    if (info->node_rank == 0 && start_store(&L)) goto out;
-    if (choose_seed(&L) || make_slots(&L)) goto out;
+    if (!L.w) launcher_say("error: out of memory");
+    else if (make_slots(&L) == 0) rc = info->min_nodes > 0 ? launcher_elastic(&L) : fixed_job(&L, cores);
+    launcher_stop_group(&L, SIGKILL); /* only after a launcher error: none is alive otherwise */
+    if (L.client) lt_store_close(L.client);
+    lt_store_server_stop(L.srv);
+    if (L.slots) munmap(L.slots, L.slots_len);
+    if (L.slot_fd >= 0) close(L.slot_fd);
+    free(L.w);
+    sigprocmask(SIG_SETMASK, &L.oldmask, NULL);
+    return rc;
+}
+
+/* A fixed number of nodes (--num-nodes N): node 0 hosts the store; a
+ * failure restarts every node's group (up to max_restarts). */
+static int fixed_job(launcher *L, int cores) {
+    const lt_launch_info *info = L->info;
+    int rc = 1;
+    char resume[1400] = "";
+    if (info->node_rank == 0 && start_store(L)) return 1;
+    if (choose_seed(L)) return 1;
     /* From here on signals wait for the supervisor; before, with no worker
      * yet, ^C simply ends ltrun (say while node 1 waits for node 0's seed). */
-    sigprocmask(SIG_BLOCK, &L.sigs, NULL);
+    sigprocmask(SIG_BLOCK, &L->sigs, NULL);
     char threads[96] = "";
     if (!getenv("OPENBLAS_NUM_THREADS") || !getenv("OMP_NUM_THREADS"))
-        snprintf(threads, sizeof threads, "; %d thread%s each (%d cores)", L.threads, L.threads == 1 ? "" : "s", cores);
+        snprintf(threads, sizeof threads, "; %d thread%s each (%d cores)", L->threads, L->threads == 1 ? "" : "s", cores);
     printf("ltrun: node %d of %d (%s): starting %d worker%s, ranks %d-%d of %d; rendezvous store at %s:%d%s%s\n",
-           info->node_rank, info->num_nodes, L.host, L.nproc, L.nproc == 1 ? "" : "s", info->node_rank * L.nproc,
-           info->node_rank * L.nproc + L.nproc - 1, L.world, info->master_addr[0] ? info->master_addr : "127.0.0.1",
-           L.port, info->node_rank == 0 ? " (hosted here)" : "", threads);
+           info->node_rank, info->num_nodes, L->host, L->nproc, L->nproc == 1 ? "" : "s", info->node_rank * L->nproc,
+           info->node_rank * L->nproc + L->nproc - 1, L->world, info->master_addr[0] ? info->master_addr : "127.0.0.1",
+           L->port, info->node_rank == 0 ? " (hosted here)" : "", threads);
     for (int restart = 0;; restart++) {
-        if (start_group(&L, restart, resume)) goto out;
+        if (launcher_start_group(L, restart, resume)) return 1;
         outcome o;
-        supervise(&L, &o);
-        if (L.late_signal) {
-            rc = 128 + L.late_signal;
+        launcher_supervise(L, &o);
+        if (L->late_signal) {
+            rc = 128 + L->late_signal;
             break;
         }
         if (o.kind == OUT_OK) {
@@ -639,38 +646,30 @@ int ltrun_launch(const lt_launch_info *info, char **argv) {
             rc = 128 + o.signo;
             break;
         }
-        report(&L, &o);
-        first_failure(&L, restart);
+        launcher_report(L, &o);
+        launcher_first_failure(L, restart);
         /* The worker's own rule (main.c): 2 when it refused its input, so a
          * script sees the same status with one process or many; a rank
          * killed by a signal is a lost rank, 1, as torchrun reports it. */
-        rc = refused(o.status) ? EXIT_REFUSED : 1;
+        rc = launcher_refused(o.status) ? EXIT_REFUSED : 1;
         if (restart >= info->max_restarts) break;
-        if (cannot_cure(&o)) {
-            say("not restarting (launcher.max_restarts = %d): rank %d %s, which a restart would repeat; fix the error it printed above",
-                info->max_restarts, info->node_rank * L.nproc + o.local,
+        if (launcher_cannot_cure(&o)) {
+            launcher_say("not restarting (launcher.max_restarts = %d): rank %d %s, which a restart would repeat; fix the error it printed above",
+                info->max_restarts, info->node_rank * L->nproc + o.local,
                 WEXITSTATUS(o.status) == EXIT_NO_EXEC ? "could not be executed"
                                                       : "refused its configuration or input (exit status 2)");
             break;
         }
-        if (resume_path(&L, restart + 1, resume, sizeof resume)) {
+        if (resume_path(L, restart + 1, resume, sizeof resume)) {
             rc = 1;
             break;
         }
         if (resume[0])
-            say("restarting all %d rank%s on this node (restart %d of %d, LT_RESTART_COUNT=%d), resuming from %s", L.nproc,
-                L.nproc == 1 ? "" : "s", restart + 1, info->max_restarts, restart + 1, resume);
+            launcher_say("restarting all %d rank%s on this node (restart %d of %d, LT_RESTART_COUNT=%d), resuming from %s", L->nproc,
+                L->nproc == 1 ? "" : "s", restart + 1, info->max_restarts, restart + 1, resume);
         else
-            say("restarting all %d rank%s on this node (restart %d of %d, LT_RESTART_COUNT=%d) with the original arguments: this run wrote no %s/last.safetensors yet",
-                L.nproc, L.nproc == 1 ? "" : "s", restart + 1, info->max_restarts, restart + 1, info->ckpt_dir);
+            launcher_say("restarting all %d rank%s on this node (restart %d of %d, LT_RESTART_COUNT=%d) with the original arguments: this run wrote no %s/last.safetensors yet",
+                L->nproc, L->nproc == 1 ? "" : "s", restart + 1, info->max_restarts, restart + 1, info->ckpt_dir);
     }
-out:
-    stop_group(&L, SIGKILL); /* only after a launcher error: none is alive otherwise */
-    if (L.client) lt_store_close(L.client);
-    lt_store_server_stop(L.srv);
-    if (L.slots) munmap(L.slots, L.slots_len);
-    if (L.slot_fd >= 0) close(L.slot_fd);
-    free(L.w);
-    sigprocmask(SIG_SETMASK, &L.oldmask, NULL);
     return rc;
 }

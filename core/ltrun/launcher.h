@@ -33,6 +33,11 @@
  * reaped within 5 s. A worker that dies of the ^C ltrun also got is not a
  * failure (no report, no restart).
  *
+ * Elastic nodes (launcher.nnodes = "MIN:MAX", --nnodes 1:4): elastic.c
+ * instead of the fixed loop: the node count, node ranks, MASTER_ADDR (the
+ * rdzv endpoint) and the resume point change from round to round; see its
+ * header.
+ *
  * Exit status: 0 when every worker exits 0; 2 when the reported failure is
  * a worker that exited 2 (it refused its configuration or input: main.c);
  * 1 for any other failure: a worker that exits with another status or is

@@ -56,7 +56,7 @@ lt_status lt_checkpoint_save(lt_trainer *t, const char *path) {
             fill_tensor(&ts[n], name, m->params[i], dt, host[s]);
         }
     }
-    char epoch[32], batch[32], gstep[32], ostep[32], seed[32], best[64], prec[512] = "";
+    char epoch[32], batch[32], gstep[32], ostep[32], seed[32], best[64], world[16], prec[512] = "";
     if (st == LT_OK) {
         /* Saved at an epoch's end, training resumes with the next epoch. */
         bool at_end = r->batch_in_epoch == 0;
@@ -65,6 +65,7 @@ lt_status lt_checkpoint_save(lt_trainer *t, const char *path) {
         snprintf(gstep, sizeof gstep, "%" PRId64, r->global_step);
         snprintf(ostep, sizeof ostep, "%" PRId64, r->optim.step);
         snprintf(seed, sizeof seed, "%" PRIu64, r->seed);
+        snprintf(world, sizeof world, "%d", r->world.world_size > 0 ? r->world.world_size : 1);
         snprintf(best, sizeof best, "%.17g", t->has_best ? t->best_score : 0.0);
         lt_status ps = LT_PREC(r)->save_state(&r->precision.ctx, prec, sizeof prec);
         if (ps != LT_OK) st = lt_run_hook_failed(r, &r->precision, "save_state", ps);
@@ -75,6 +76,7 @@ lt_status lt_checkpoint_save(lt_trainer *t, const char *path) {
             "lt.batch_in_epoch", batch, "lt.global_step", gstep, "lt.optimizer", r->optim_cfg.name,
             "lt.optimizer_step", ostep, "lt.seed", seed, "lt.precision", r->precision.ctx.name,
             "lt.precision_state", prec, "lt.monitor", t->opt.ckpt.monitor, "lt.best_score", t->has_best ? best : "",
+            "lt.world_size", world,
         };
         char err[1024];
         st = lt_mkdirs(r, t->opt.ckpt.dir, "checkpoint.dirpath (or trainer.default_root_dir)");
@@ -204,6 +206,35 @@ static lt_status file_kind(lt_run *r, lt_st_file *f, const char *path, bool *ful
     return LT_OK;
 }
 
+/* A checkpoint saved mid-epoch on another number of ranks (elastic nodes):
+ * the sampler deals the epoch's permutation round-robin, so the first b
+ * batches of every one of W ranks are exactly its first b x W x batch
+ * samples, which are the first b x W / W' batches of each of W' ranks.
+ * Rounded down to whole accumulation windows: a few samples may be seen
+ * twice, none skipped. Files without lt.world_size (older lt) keep b. */
+static int64_t rescale_batch(lt_trainer *t, lt_st_file *f, int64_t batch) {
+    lt_run *r = &t->run;
+    const char *v = lt_st_meta(f, "lt.world_size");
+    int now = r->world.world_size > 0 ? r->world.world_size : 1;
+    char *end;
+    long was = v && *v ? strtol(v, &end, 10) : now;
+    if (!v || !*v || *end || was < 1) was = now;
+    if (was == now) return batch;
+    int64_t b = batch * was / now, acc = r->accumulate > 0 ? r->accumulate : 1;
+    b -= b % acc;
+    if (r->world.global_rank == 0) {
+        printf("lt: the checkpoint was saved on %ld rank%s, this run has %d: effective batch %lld -> %lld samples per "
+               "optimizer step (batch_size %lld x %d ranks x accumulate %lld), lr by optimizer.lr_scaling = %s",
+               was, was == 1 ? "" : "s", now, (long long)(r->batch_size * was * acc),
+               (long long)(r->batch_size * now * acc), (long long)r->batch_size, now, (long long)acc,
+               t->opt.optim.lr_scaling);
+        if (batch) printf("; the epoch resumes at batch %lld of %d ranks (was %lld of %ld)", (long long)b, now,
+                          (long long)batch, was);
+        printf("\n");
+    }
+    return b;
+}
+
 lt_status lt_checkpoint_load(lt_trainer *t, const char *path, bool fit) {
     lt_run *r = &t->run;
     /* Resuming makes this run the file's writer. Evaluating does not: the
@@ -257,7 +288,7 @@ lt_status lt_checkpoint_load(lt_trainer *t, const char *path, bool fit) {
             t->has_best = true;
         }
         r->epoch = epoch;
-        r->batch_in_epoch = batch;
+        r->batch_in_epoch = rescale_batch(t, f, batch);
         r->global_step = gstep;
         r->optim.step = ostep;
         st = LT_ACC(r)->synchronize(&r->accel.ctx);

@@ -331,7 +331,7 @@ lt_status lt_trainer_fit(lt_trainer *t) {
     lt_status st = run_fit(t);
     /* A failure during setup keeps phase SETUP so ltrun can say so. */
     if (r->status_slot && (st == LT_OK || r->status_slot->phase == LT_PHASE_TRAIN))
-        r->status_slot->phase = st == LT_OK ? LT_PHASE_DONE : LT_PHASE_FAILED;
+        r->status_slot->phase = st != LT_OK ? LT_PHASE_FAILED : t->preempted ? LT_PHASE_STOPPED : LT_PHASE_DONE;
     /* A failed rank aborts its groups first: its peers' collectives fail at
      * once (the group ends within seconds) and on_train_end's own
      * communication cannot wait on ranks that are still training. */

@@ -32,7 +32,8 @@ struct lt_trainer {
     double sample_rate;      /* last epoch's samples/s */
     int requeue_signal;      /* environment's auto_requeue: the signal (0: off) */
     char requeue_command[512];
-    bool preempted;          /* fit stopped on it: saved, requeued */
+    bool preempted;          /* fit stopped on it (or on elastic_stop): saved, requeued */
+    bool elastic;            /* ltrun --nnodes MIN:MAX started this worker (LT_ELASTIC): SIGUSR2 stops it */
 };
 
 /* trainer_worker.c */
@@ -50,10 +51,11 @@ int64_t lt_limit_batches(int64_t n, double limit);
 bool lt_monitor_used(const lt_trainer *t);
 lt_status lt_monitor_check(lt_trainer *t, int64_t nb);
 lt_status lt_monitor_missing(lt_trainer *t, bool *skip);
-/* preempt.c: auto_requeue. install: the handler (worker setup). check: at
- * a step boundary, whether any rank got the signal (every step alone, every
- * 10 with others: one allreduce of a flag); then rank 0 saves last, runs
- * the requeue command, and fit ends (t->preempted). */
+/* preempt.c: auto_requeue, and elastic ltrun's stop. install: the
+ * handlers (worker setup). check: at a step boundary, whether any rank got
+ * a signal (every step alone, every 10 with others: one allreduce of two
+ * flags); then rank 0 saves last (and, pre-empted, runs the requeue
+ * command), and fit ends (t->preempted). */
 void lt_preempt_install(lt_trainer *t);
 lt_status lt_preempt_check(lt_trainer *t);
 /* precision_check.c: the precision plugin's dtypes (r->dtypes) are a

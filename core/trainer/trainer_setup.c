@@ -361,6 +361,86 @@ static void read_launch_info(lt_trainer *t) {
     out->bind_cores = true;
     lt_config_bool(r->config, "launcher", "bind_cores", &out->bind_cores, NULL, 0);
     snprintf(out->ckpt_dir, sizeof out->ckpt_dir, "%s", t->opt.ckpt.dir);
+    snprintf(out->rdzv_id, sizeof out->rdzv_id, "%s", cfg(r, "launcher", "rdzv_id"));
+    v = 0;
+    lt_config_int(r->config, "launcher", "join_timeout_s", &v, NULL, 0);
+    out->join_timeout_s = (int)v;
+    v = 0;
+    lt_config_int(r->config, "launcher", "last_call_s", &v, NULL, 0);
+    out->last_call_s = (int)v;
+    v = 0;
+    lt_config_int(r->config, "launcher", "keepalive_timeout_s", &v, NULL, 0);
+    out->keepalive_s = (int)v;
+    out->batch_size = (int)t->opt.data.batch_size;
+    out->accumulate = (int)t->opt.loop.accumulate;
+    snprintf(out->lr_scaling, sizeof out->lr_scaling, "%s", cfg(r, "optimizer", "lr_scaling"));
+}
+
+/* launcher.nnodes "MIN:MAX" (or "N", as N:N) and launcher.rdzv_endpoint
+ * "HOST[:PORT]", "[IPv6]:PORT" into out; LT_ERR_INVALID with the fix. */
+static lt_status read_elastic(const lt_run *r, lt_launch_info *out) {
+    const char *nn = cfg(r, "launcher", "nnodes");
+    if (!*nn) return LT_OK;
+    const char *where = lt_config_origin(r->config, "launcher", "nnodes");
+    char *end;
+    long lo = strtol(nn, &end, 10), hi = lo;
+    if (*end == ':') hi = strtol(end + 1, &end, 10);
+    if (*end || lo < 1 || hi < lo || hi > 4096) {
+        lt_set_error(NULL, "launcher.nnodes = '%s' (%s): expected MIN:MAX with 1 <= MIN <= MAX, e.g. --nnodes 1:4",
+                     nn, where ? where : "?");
+        return LT_ERR_INVALID;
+    }
+    if (lt_config_source_of(r->config, "launcher", "node_rank") != LT_SRC_DEFAULT) {
+        lt_set_error(NULL, "launcher.node_rank is set (%s), but under --nnodes %s the rendezvous numbers the nodes "
+                     "in the order they join; drop --node-rank", lt_config_origin(r->config, "launcher", "node_rank"), nn);
+        return LT_ERR_INVALID;
+    }
+    if (lt_config_source_of(r->config, "trainer", "num_nodes") != LT_SRC_DEFAULT) {
+        lt_set_error(NULL, "trainer.num_nodes is set (%s), but --nnodes %s lets the number of nodes change; "
+                     "set one of them", lt_config_origin(r->config, "trainer", "num_nodes"), nn);
+        return LT_ERR_INVALID;
+    }
+    out->min_nodes = (int)lo;
+    out->max_nodes = (int)hi;
+    const char *ep = cfg(r, "launcher", "rdzv_endpoint");
+    if (!*ep) {
+        if (out->master_port == 0) {
+            lt_set_error(NULL, "--nnodes %s needs an agreed rendezvous address: set --rdzv-endpoint HOST:PORT "
+                         "(or --master-addr and --master-port) on every node", nn);
+            return LT_ERR_INVALID;
+        }
+        return LT_OK;
+    }
+    char host[256];
+    const char *colon;
+    size_t hl;
+    if (ep[0] == '[') { /* [IPv6]:PORT */
+        const char *close = strchr(ep, ']');
+        if (!close) goto bad;
+        hl = (size_t)(close - ep - 1);
+        memcpy(host, ep + 1, hl < sizeof host ? hl : 0);
+        colon = close[1] == ':' ? close + 1 : close[1] ? NULL : close + 1;
+        if (!colon) goto bad;
+    } else {
+        colon = strchr(ep, ':');
+        if (colon && strchr(colon + 1, ':')) goto bad; /* a bare IPv6 address: brackets needed */
+        hl = colon ? (size_t)(colon - ep) : strlen(ep);
+        memcpy(host, ep, hl < sizeof host ? hl : 0);
+    }
+    if (hl == 0 || hl >= sizeof host) goto bad;
+    host[hl] = 0;
+    long port = 29400; /* torchrun's default rendezvous port */
+    if (*colon == ':') {
+        port = strtol(colon + 1, &end, 10);
+        if (*end || colon[1] == 0 || port < 1 || port > 65535) goto bad;
+    }
+    snprintf(out->master_addr, sizeof out->master_addr, "%s", host);
+    out->master_port = (int)port;
+    return LT_OK;
+bad:
+    lt_set_error(NULL, "launcher.rdzv_endpoint = '%s': expected HOST[:PORT] or [IPv6]:PORT, port 1-65535, "
+                 "e.g. --rdzv-endpoint node0:29400", ep);
+    return LT_ERR_INVALID;
 }
 
 /* Processes on one host share its cores unless the user chose a thread
@@ -530,6 +610,8 @@ lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out) {
      * when lt starts the processes: under srun, mpirun or torchrun the
      * environment plugin gives the node and the port. */
     if (external || !out->launch) return LT_OK; /* the strategy judges num_nodes for itself (dp refuses) */
+    st = read_elastic(r, out);
+    if (st != LT_OK || out->min_nodes > 0) return st;
     if (out->node_rank < 0 || out->node_rank >= out->num_nodes) {
         lt_set_error(NULL, "launcher.node_rank = %d must be in [0, %d) (num_nodes = %d)", out->node_rank, out->num_nodes, out->num_nodes);
         return LT_ERR_INVALID;
