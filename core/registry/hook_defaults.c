@@ -55,6 +55,14 @@ lt_status lt_default_backend_supports(lt_ctx *ctx, lt_dtype dtype, lt_redop op, 
     return LT_OK;
 }
 
+/* A backend that does not say takes host memory only (gloo, shm, and any
+ * plugin built before 1.6): the core stages device buffers for it. */
+lt_status lt_default_backend_supports_memory(lt_ctx *ctx, lt_mem_kind kind, bool *out) {
+    (void)ctx;
+    *out = kind == LT_MEM_HOST;
+    return LT_OK;
+}
+
 lt_status lt_default_accel_device_in_use(lt_ctx *ctx, int device, bool *out) {
     (void)ctx, (void)device;
     *out = false;

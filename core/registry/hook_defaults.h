@@ -14,6 +14,7 @@ void lt_hooks_set_default(lt_kind kind, const char *hook, void (*fn)(void));
 /* The defaults hook_table.c installs. Exposed so tests can recognise them. */
 lt_status lt_default_env_local_world_size(lt_ctx *ctx, int *out);
 lt_status lt_default_backend_supports(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out);
+lt_status lt_default_backend_supports_memory(lt_ctx *ctx, lt_mem_kind kind, bool *out);
 lt_status lt_default_accel_device_in_use(lt_ctx *ctx, int device, bool *out);
 lt_status lt_default_accel_device_name(lt_ctx *ctx, int device, char *buf, size_t len);
 lt_status lt_default_strategy_on_train_start(lt_ctx *ctx, lt_run *run);

@@ -94,6 +94,7 @@ static lt_hook_info backend_hooks[] = {
     REQ(lt_backend_desc, free_work),
     REQ(lt_backend_desc, abort),
     OPT(lt_backend_desc, supports, lt_default_backend_supports),
+    OPT(lt_backend_desc, supports_memory, lt_default_backend_supports_memory),
 };
 
 /* The trainer tests module hooks for NULL to know what a module offers

@@ -22,7 +22,7 @@ extern "C" {
 
 #define LT_PLUGIN_MAGIC 0x3170544Cu /* "LTp1" little-endian */
 #define LT_ABI_MAJOR 1
-#define LT_ABI_MINOR 5
+#define LT_ABI_MINOR 6
 /* 1.1: lt_kernels gained the convolution and pooling kernels, accelerators
  *      the optional memory_is_host hook, lt_pg_options the main address.
  * 1.2: liblt gained keyed plugin state, lt_ctx_original, and the parameter
@@ -33,7 +33,12 @@ extern "C" {
  * 1.4: mixed precision: lt_run_master_grads, and precision dtypes whose
  *      param differs from compute (fp32 master weights, 16-bit compute).
  * 1.5: subgroups (lt_run_new_subgroup), the strategy's optimizer_step hook
- *      with lt_run_optimizer and lt_run_optimizer_step (bagua's qadam). */
+ *      with lt_run_optimizer and lt_run_optimizer_step (bagua's qadam).
+ * 1.6: GPUs: the backend's optional supports_memory hook (a group over
+ *      device memory on a backend that takes host memory only is staged
+ *      through pinned host buffers by the core), and the stream rule of
+ *      accelerator.h (a device accelerator runs each thread's work on that
+ *      thread's per-thread default stream). */
 
 #if defined(__GNUC__)
 #define LT_API __attribute__((visibility("default")))

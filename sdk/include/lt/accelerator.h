@@ -4,7 +4,14 @@
  * Threading: setup/teardown run on the worker's main thread. alloc/free/copy
  * and kernels run on the thread driving a replica (the training thread; with
  * dp one thread per replica, each with its own device set by setup). Kernels
- * must not allocate: every buffer they touch is passed in. */
+ * must not allocate: every buffer they touch is passed in.
+ *
+ * Streams (ABI 1.6): an accelerator of device memory (gpu) issues every
+ * kernel and copy a thread makes on that thread's own stream, CUDA's
+ * per-thread default stream (cudaStreamPerThread), in issue order. That is
+ * the whole contract between it and a backend of device memory (nccl): the
+ * backend orders a collective after the calling thread's earlier work by
+ * an event recorded on that stream, with no device-wide synchronize. */
 #ifndef LT_ACCELERATOR_H
 #define LT_ACCELERATOR_H
 

@@ -91,6 +91,20 @@ typedef struct lt_backend_desc {
 
     /* Optional: which dtypes/ops the backend supports; default: everything. */
     lt_status (*supports)(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out);
+
+    /* ABI 1.6. Optional: whether create() accepts groups whose buffers are
+     * of this lt_mem_kind (nccl: LT_MEM_DEVICE only; gloo, shm: LT_MEM_HOST
+     * only). Called by the core before create, on the creating thread.
+     * Default (absent, or a plugin built before 1.6): LT_MEM_HOST only. For
+     * a group over device memory on a backend that says no, the core gives
+     * the backend LT_MEM_HOST and stages every collective through pinned
+     * host buffers of the accelerator (copy to host, collective, copy back),
+     * so any host backend serves a GPU job. A backend that takes device
+     * memory orders its work after the kernels the calling thread issued on
+     * its per-thread default stream (accelerator.h) and makes a wait()
+     * that returned LT_OK mean the result is visible to that thread's
+     * later kernels. */
+    lt_status (*supports_memory)(lt_ctx *ctx, lt_mem_kind kind, bool *out);
 } lt_backend_desc;
 
 #ifdef __cplusplus
