@@ -128,8 +128,13 @@ static lt_status pick_accelerator(lt_run *r) {
         bool avail = false;
         int count = 0;
         const lt_accelerator_desc *a = (const lt_accelerator_desc *)d;
+        lt_clear_error();
         if (a->is_available(&c, &avail) == LT_OK && avail && a->device_count(&c, &count) == LT_OK && count > 0)
             return load_plugin(r, &r->accel, LT_KIND_ACCELERATOR, "gpu", "trainer.accelerator");
+        const char *why = lt_last_error(&c);
+        lt_log(NULL, LT_LOG_DEBUG, "trainer.accelerator = auto: gpu not available (%s); cpu", why && *why ? why : "no device");
+    } else {
+        lt_log(NULL, LT_LOG_DEBUG, "trainer.accelerator = auto: no gpu plugin (%s); cpu", err);
     }
     return load_plugin(r, &r->accel, LT_KIND_ACCELERATOR, "cpu", "trainer.accelerator");
 }
@@ -138,12 +143,18 @@ static lt_status pick_devices(lt_run *r) {
     const lt_accelerator_desc *a = LT_ACC(r);
     bool avail = false;
     int count = 0;
+    lt_clear_error(); /* what is_available sets is the reason, nothing older */
     lt_status st = a->is_available(&r->accel.ctx, &avail);
     if (st == LT_OK) st = a->device_count(&r->accel.ctx, &count);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "device_count", st);
-    if (!avail)
-        return lt_run_fail(r, LT_ERR_NOT_FOUND, "trainer.accelerator = %s: no usable device on this machine; use accelerator=cpu or auto",
-                           r->accel.ctx.name);
+    if (!avail) { /* the plugin may say why (no driver, no device, driver too old) */
+        const char *why = lt_last_error(&r->accel.ctx);
+        bool gpu = !strcasecmp(r->accel.ctx.name, "gpu");
+        return lt_run_fail(r, LT_ERR_NOT_FOUND, "trainer.accelerator = %s (%s): no usable device on this machine%s%s; use "
+                           "accelerator=cpu or auto%s", r->accel.ctx.name,
+                           lt_config_origin(r->config, "trainer", "accelerator"), why && *why ? ": " : "", why ? why : "",
+                           gpu ? " (nvidia-smi lists the GPUs the driver sees)" : "");
+    }
     char err[512];
     st = lt_devices_parse(cfg(r, "trainer", "devices"), r->accel.ctx.name, count, &r->devices, err, sizeof err);
     if (st != LT_OK)
