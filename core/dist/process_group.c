@@ -2,7 +2,10 @@
  * (op, count, dtype) per collective. The fast path adds nothing: the check
  * runs only when a wait has lasted a second, or failed. Then each rank writes
  * what it is waiting in to the store and reads the others', so ranks that
- * called different collectives get an error naming both instead of a hang. */
+ * called different collectives get an error naming both instead of a hang.
+ * A group over device memory on a backend of host memory stages each
+ * collective through pinned host buffers (pg_staging.h, and the staging
+ * section below). */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,6 +15,7 @@
 #include <time.h>
 #include "common/ctx.h"
 #include "hier_group.h"
+#include "pg_staging.h"
 #include "process_group.h"
 
 #define PG_CHECK_SLICE_MS 1000
@@ -38,6 +42,7 @@ struct lt_pg {
     uint64_t seq;
     char error[1024];
     lt_hier *hier;            /* a hierarchical group: b and g unused (hier_group.h) */
+    lt_pg_stage *stage;       /* device buffers over a host-memory backend; NULL: none */
 };
 
 struct lt_work {
@@ -46,11 +51,42 @@ struct lt_work {
     lt_backend_work *w;
     uint64_t seq;             /* 0 for send/recv: only the pair takes part, no check */
     lt_hier_job *job;         /* a hierarchical group's allreduce */
+    bool is_staged;           /* holds a pinned buffer of pg->stage: */
+    lt_staged staged;         /* the result goes back to the device after the wait */
     char what[96];            /* "allreduce #12 (1024 f32)" */
 };
 
+/* Whether the group stages device buffers: only for LT_MEM_DEVICE on a
+ * backend that takes host memory only (supports_memory; a table without
+ * the hook is treated as its default, host only). */
+static lt_status decide_staging(lt_pg *pg, const lt_pg_spec *spec, lt_mem_kind *kind, char *err, size_t errlen) {
+    *kind = spec->mem_kind;
+    if (spec->mem_kind != LT_MEM_DEVICE) return LT_OK;
+    bool device_ok = false;
+    if (pg->b->supports_memory && pg->b->supports_memory(&pg->bctx, LT_MEM_DEVICE, &device_ok) != LT_OK) {
+        snprintf(err, errlen, "rank %d: process group '%s': %s's supports_memory failed: %s", pg->global[pg->rank],
+                 pg->name, pg->bctx.name, lt_last_error(&pg->bctx));
+        return LT_ERR_PLUGIN;
+    }
+    if (device_ok) return LT_OK;
+    if (!spec->accel) {
+        snprintf(err, errlen, "rank %d: process group '%s': %s takes host memory only and no accelerator was "
+                 "given to stage device buffers through", pg->global[pg->rank], pg->name, pg->bctx.name);
+        return LT_ERR_INVALID;
+    }
+    if (lt_stage_new(spec->accel, &pg->stage) != LT_OK) {
+        snprintf(err, errlen, "out of memory");
+        return LT_ERR_NOMEM;
+    }
+    *kind = LT_MEM_HOST;
+    lt_log(NULL, LT_LOG_DEBUG, "process group '%s': %s takes host memory only: staging device buffers through "
+           "pinned host memory", pg->name, pg->bctx.name);
+    return LT_OK;
+}
+
 lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t errlen) {
     *out = NULL;
+    if (errlen) err[0] = 0;
     lt_pg *pg = calloc(1, sizeof *pg);
     if (!pg) {
         snprintf(err, errlen, "out of memory");
@@ -74,9 +110,11 @@ lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t er
     pg->timeout_ms = spec->timeout_ms;
     pg->stall_ms = spec->stall_ms;
     pthread_mutex_init(&pg->pool_lock, NULL);
-    lt_status st = lt_store_clone(spec->store, &pg->store);
-    if (st == LT_OK) st = lt_store_clone(spec->store, &pg->bstore);
-    if (st != LT_OK)
+    lt_mem_kind kind;
+    lt_status st = decide_staging(pg, spec, &kind, err, errlen);
+    if (st == LT_OK && (st = lt_store_clone(spec->store, &pg->store)) == LT_OK)
+        st = lt_store_clone(spec->store, &pg->bstore);
+    if (st != LT_OK && errlen && !*err)
         snprintf(err, errlen, "cannot open another connection to the rendezvous store: %s",
                  lt_store_error(spec->store));
     if (st == LT_OK) {
@@ -84,7 +122,7 @@ lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t er
          * not add minutes of their own when the store is gone. */
         lt_store_set_timeout(pg->store, 5000);
         lt_pg_options o = {.struct_size = sizeof o, .prefix = pg->prefix, .timeout_ms = pg->timeout_ms,
-                           .mem_kind = spec->mem_kind, .device = spec->device,
+                           .mem_kind = kind, .device = spec->device,
                            .connect_timeout_ms = spec->connect_timeout_ms,
                            .main_address = spec->main_address};
         st = pg->b->create(&pg->bctx, pg->bstore, pg->rank, pg->size, &o, &pg->g);
@@ -95,6 +133,7 @@ lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t er
     if (st != LT_OK) {
         if (pg->bstore) lt_store_close(pg->bstore);
         if (pg->store) lt_store_close(pg->store);
+        lt_stage_free(pg->stage);
         pthread_mutex_destroy(&pg->pool_lock);
         free(pg->global);
         free(pg);
@@ -113,6 +152,7 @@ void lt_pg_destroy(lt_pg *pg) {
         pg->b->destroy(&pg->bctx, pg->g);
         lt_store_close(pg->bstore); /* after destroy: the backend may use it until then */
         lt_store_close(pg->store);
+        lt_stage_free(pg->stage);  /* after destroy: no work holds a buffer any more */
     }
     while (pg->free_works) {
         lt_work *n = pg->free_works->next;
@@ -233,6 +273,7 @@ static lt_status issue(lt_pg *pg, lt_status st, lt_backend_work *bw, lt_work **o
     w->pg = pg;
     w->w = bw;
     w->job = NULL;
+    w->is_staged = false;
     w->seq = seq;
     memcpy(w->what, what, sizeof what);
     *out = w;
@@ -318,6 +359,54 @@ static void recycle(lt_pg *pg, lt_work *w) {
     pthread_mutex_unlock(&pg->pool_lock);
 }
 
+/* ---- staging: a group over device memory on a backend of host memory ---- */
+
+/* A staging copy failed: this rank's device, not the group, is in trouble,
+ * and its peers wait in a collective it will not finish. Its reason is
+ * posted for them (their errors name it) and the group aborted, so they
+ * fail now instead of at the timeout. */
+static void stage_failed(lt_pg *pg) {
+    post_failure_of(pg, pg->global[pg->rank], pg->error);
+    pg->b->abort(&pg->bctx, pg->g);
+}
+
+/* Before the backend's call, on the issuing thread: the input in a pinned
+ * buffer. On failure the collective is numbered and failed as a backend's
+ * refusal would be. */
+static lt_status stage_in(lt_pg *pg, lt_staged *x, lt_work **out, const char *op, size_t count, lt_dtype t, int peer) {
+    bool local_fault;
+    lt_status st = lt_staged_begin(pg->stage, x, &local_fault);
+    if (st == LT_OK) return LT_OK;
+    issue(pg, st, NULL, out, op, count, t, peer);
+    if (local_fault) stage_failed(pg);
+    return st;
+}
+
+/* After the backend's call: the work keeps the staged record. */
+static lt_status issue_staged(lt_pg *pg, lt_staged *x, lt_status st, lt_backend_work *bw, lt_work **out,
+                              const char *op, size_t count, lt_dtype t, int peer) {
+    st = issue(pg, st, bw, out, op, count, t, peer);
+    if (st != LT_OK) {
+        lt_staged_end(pg->stage, x, false);
+        return st;
+    }
+    (*out)->staged = *x;
+    (*out)->is_staged = true;
+    return LT_OK;
+}
+
+/* The end of a staged work, on the thread that waited: the result back to
+ * the device (after a success only), the buffer back to the pool. */
+static lt_status stage_out(lt_pg *pg, lt_work *w, lt_status st) {
+    w->is_staged = false;
+    lt_status copy = lt_staged_end(pg->stage, &w->staged, st == LT_OK);
+    if (st != LT_OK || copy == LT_OK) return st;
+    pg_fail(pg, "rank %d: %s on group '%s' failed: %s", pg->global[pg->rank], w->what, pg->name,
+            lt_last_error(&pg->bctx));
+    stage_failed(pg);
+    return copy;
+}
+
 /* A hierarchical allreduce: its stages' groups check fingerprints, stalls
  * and timeouts themselves; this waits for the last of them. */
 static lt_status hier_wait(lt_work *w) {
@@ -392,6 +481,7 @@ lt_status lt_work_wait(lt_work *w) {
     }
 done:
     pg->b->free_work(&pg->bctx, w->w);
+    if (w->is_staged) st = stage_out(pg, w, st);
     recycle(pg, w);
     return st;
 }
@@ -419,6 +509,13 @@ static lt_status hier_allreduce(lt_pg *pg, void *buf, size_t count, lt_dtype t, 
 lt_status lt_pg_allreduce(lt_pg *pg, void *buf, size_t count, lt_dtype t, lt_redop op, lt_work **w) {
     if (pg->hier) return hier_allreduce(pg, buf, count, t, op, w);
     lt_backend_work *bw = NULL;
+    if (pg->stage) {
+        lt_staged s = {.in = buf, .out = buf};
+        s.total = s.in_bytes = s.out_bytes = lt_staged_span(&s, count, t, 1);
+        LT_CHECK(stage_in(pg, &s, w, "allreduce", count, t, -1));
+        lt_status st = pg->b->allreduce(&pg->bctx, pg->g, s.host, count, t, op, &bw);
+        return issue_staged(pg, &s, st, bw, w, "allreduce", count, t, -1);
+    }
     lt_status st = pg->b->allreduce(&pg->bctx, pg->g, buf, count, t, op, &bw);
     return issue(pg, st, bw, w, "allreduce", count, t, -1);
 }
@@ -426,6 +523,15 @@ lt_status lt_pg_allreduce(lt_pg *pg, void *buf, size_t count, lt_dtype t, lt_red
 lt_status lt_pg_broadcast(lt_pg *pg, void *buf, size_t count, lt_dtype t, int root, lt_work **w) {
     if (pg->hier) return lt_pg_broadcast(lt_hier_flat(pg->hier), buf, count, t, root, w);
     lt_backend_work *bw = NULL;
+    if (pg->stage) { /* the root's bytes go to the host, the others' come back */
+        bool is_root = pg->rank == root;
+        lt_staged s = {.in = is_root ? buf : NULL, .out = is_root ? NULL : buf};
+        s.total = lt_staged_span(&s, count, t, 1);
+        *(is_root ? &s.in_bytes : &s.out_bytes) = s.total;
+        LT_CHECK(stage_in(pg, &s, w, "broadcast", count, t, -1));
+        lt_status st = pg->b->broadcast(&pg->bctx, pg->g, s.host, count, t, root, &bw);
+        return issue_staged(pg, &s, st, bw, w, "broadcast", count, t, -1);
+    }
     lt_status st = pg->b->broadcast(&pg->bctx, pg->g, buf, count, t, root, &bw);
     return issue(pg, st, bw, w, "broadcast", count, t, -1);
 }
@@ -433,6 +539,15 @@ lt_status lt_pg_broadcast(lt_pg *pg, void *buf, size_t count, lt_dtype t, int ro
 lt_status lt_pg_allgather(lt_pg *pg, const void *send, void *recv, size_t count, lt_dtype t, lt_work **w) {
     if (pg->hier) return lt_pg_allgather(lt_hier_flat(pg->hier), send, recv, count, t, w);
     lt_backend_work *bw = NULL;
+    if (pg->stage) { /* host: [recv: size blocks | send: one block] */
+        lt_staged s = {.in = send, .out = recv};
+        s.total = lt_staged_span(&s, count, t, (size_t)pg->size + 1);
+        s.in_bytes = lt_staged_span(&s, count, t, 1);
+        s.in_at = s.out_bytes = lt_staged_span(&s, count, t, (size_t)pg->size);
+        LT_CHECK(stage_in(pg, &s, w, "allgather", count, t, -1));
+        lt_status st = pg->b->allgather(&pg->bctx, pg->g, s.host + s.in_at, s.host, count, t, &bw);
+        return issue_staged(pg, &s, st, bw, w, "allgather", count, t, -1);
+    }
     lt_status st = pg->b->allgather(&pg->bctx, pg->g, send, recv, count, t, &bw);
     return issue(pg, st, bw, w, "allgather", count, t, -1);
 }
@@ -441,6 +556,15 @@ lt_status lt_pg_reduce_scatter(lt_pg *pg, const void *send, void *recv, size_t c
                                lt_redop op, lt_work **w) {
     if (pg->hier) return lt_pg_reduce_scatter(lt_hier_flat(pg->hier), send, recv, count, t, op, w);
     lt_backend_work *bw = NULL;
+    if (pg->stage) { /* host: [send: size blocks | recv: one block] */
+        lt_staged s = {.in = send, .out = recv};
+        s.total = lt_staged_span(&s, count, t, (size_t)pg->size + 1);
+        s.out_bytes = lt_staged_span(&s, count, t, 1);
+        s.in_bytes = s.out_at = lt_staged_span(&s, count, t, (size_t)pg->size);
+        LT_CHECK(stage_in(pg, &s, w, "reduce_scatter", count, t, -1));
+        lt_status st = pg->b->reduce_scatter(&pg->bctx, pg->g, s.host, s.host + s.out_at, count, t, op, &bw);
+        return issue_staged(pg, &s, st, bw, w, "reduce_scatter", count, t, -1);
+    }
     lt_status st = pg->b->reduce_scatter(&pg->bctx, pg->g, send, recv, count, t, op, &bw);
     return issue(pg, st, bw, w, "reduce_scatter", count, t, -1);
 }
@@ -448,6 +572,13 @@ lt_status lt_pg_reduce_scatter(lt_pg *pg, const void *send, void *recv, size_t c
 lt_status lt_pg_send(lt_pg *pg, const void *buf, size_t count, lt_dtype t, int peer, uint32_t tag, lt_work **w) {
     if (pg->hier) return lt_pg_send(lt_hier_flat(pg->hier), buf, count, t, peer, tag, w);
     lt_backend_work *bw = NULL;
+    if (pg->stage) {
+        lt_staged s = {.in = buf};
+        s.total = s.in_bytes = lt_staged_span(&s, count, t, 1);
+        LT_CHECK(stage_in(pg, &s, w, "send", count, t, peer));
+        lt_status st = pg->b->send(&pg->bctx, pg->g, s.host, count, t, peer, tag, &bw);
+        return issue_staged(pg, &s, st, bw, w, "send", count, t, peer);
+    }
     lt_status st = pg->b->send(&pg->bctx, pg->g, buf, count, t, peer, tag, &bw);
     return issue(pg, st, bw, w, "send", count, t, peer);
 }
@@ -455,6 +586,13 @@ lt_status lt_pg_send(lt_pg *pg, const void *buf, size_t count, lt_dtype t, int p
 lt_status lt_pg_recv(lt_pg *pg, void *buf, size_t count, lt_dtype t, int peer, uint32_t tag, lt_work **w) {
     if (pg->hier) return lt_pg_recv(lt_hier_flat(pg->hier), buf, count, t, peer, tag, w);
     lt_backend_work *bw = NULL;
+    if (pg->stage) {
+        lt_staged s = {.out = buf};
+        s.total = s.out_bytes = lt_staged_span(&s, count, t, 1);
+        LT_CHECK(stage_in(pg, &s, w, "recv", count, t, peer));
+        lt_status st = pg->b->recv(&pg->bctx, pg->g, s.host, count, t, peer, tag, &bw);
+        return issue_staged(pg, &s, st, bw, w, "recv", count, t, peer);
+    }
     lt_status st = pg->b->recv(&pg->bctx, pg->g, buf, count, t, peer, tag, &bw);
     return issue(pg, st, bw, w, "recv", count, t, peer);
 }

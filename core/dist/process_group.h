@@ -21,11 +21,23 @@ typedef struct lt_pg_spec {
     int connect_timeout_ms;      /* launcher.rdzv_timeout_s: the backend's connect */
     lt_mem_kind mem_kind;        /* where the buffers handed to collectives live */
     int device;
+    lt_ctx *accel;               /* the accelerator whose memory LT_MEM_DEVICE means (its
+                                    ctx, desc a resolved table; borrowed, set up until the
+                                    group is destroyed). For a backend that takes host
+                                    memory only, the group stages every collective through
+                                    its pinned host buffers (pg_staging.h). Unused for
+                                    LT_MEM_HOST; NULL: a device group over such a
+                                    backend is refused */
     const char *main_address;
 } lt_pg_spec;
 
 /* A group over ranks [0, size); one line in err on failure. Collective:
- * every rank calls it with the same name. */
+ * every rank calls it with the same name, on the thread that will issue
+ * its collectives. For LT_MEM_DEVICE it asks the backend's supports_memory
+ * first; a backend that says no gets LT_MEM_HOST and the group copies each
+ * collective's buffers through spec->accel's pinned host memory (device to
+ * host on the issuing thread before the backend starts, host to device in
+ * lt_work_wait on the waiting thread after it completed). */
 lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t errlen);
 
 /* A hierarchical group (hier_group.h) named `name` over the ranks of `flat`:

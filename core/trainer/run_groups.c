@@ -70,7 +70,9 @@ static lt_status new_group(lt_run *r, const char *backend, const char *name, con
                        .timeout_ms = tmo_s * 1000, .connect_timeout_ms = rdzv_timeout_ms(r),
                        .stall_ms = r->dist.stall_timeout_s * 1000,
                        .mem_kind = accel_memory_is_host(r) ? LT_MEM_HOST : LT_MEM_DEVICE,
-                       .device = r->world.device, .main_address = r->world.main_address};
+                       .device = r->world.device, .main_address = r->world.main_address,
+                       /* a host-memory backend (gloo beside a gpu) stages through its pinned memory */
+                       .accel = LT_ACC(r) ? &r->accel.ctx : NULL};
     char err[1536];
     lt_status st = lt_pg_create(&spec, out, err, sizeof err);
     return st == LT_OK ? LT_OK : lt_run_fail(r, st, "%s", err);
