@@ -2,7 +2,7 @@
  * The GEMMs of a convolution run through gemm.c; these only move data.
  * f32, f64, f16 and bf16: im2col and max_pool_fwd copy elements as stored
  * (compared in fp32); the 16-bit col2im sums in fp32 and rounds once
- * (DEF_COL2IM_HALF), max_pool_bwd rounds at each addition (see there). */
+ * (DEF_COL2IM_HALF); max_pool_bwd sums in fp32 and rounds once (see there). */
 #include <math.h>
 #include <string.h>
 #include "cpu_internal.h"
@@ -122,19 +122,33 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
      * times, and beta * dx once more before them when beta is not 0 or 1                    \
      * (argmax may point anywhere in a plane, so the sums are not gathered                   \
      * in fp32 as col2im's are). */                                                          \
+    /* Gathered per input element, not scattered per output: each dx is   \
+     * summed in C (fp32 for the 16-bit types) over the windows that chose \
+     * it, in output order, and stored once, as the ABI's single rounding   \
+     * asks of 16-bit kernels (overlapping windows add several dy). */      \
     static void max_pool_bwd_##S(const T *dy, const int32_t *arg, const lt_conv_geom *g,     \
                                  T *dx, C beta) {                                            \
-        int64_t n = g->c * g->h * g->w, per = g->oh * g->ow;                                 \
-        if (beta == 0)                                                                       \
-            memset(dx, 0, (size_t)n * sizeof(T));                                            \
-        else if (beta != 1)                                                                  \
-            for (int64_t e = 0; e < n; e++) dx[e] = ST(beta * LD(dx[e]));                    \
+        int64_t per = g->oh * g->ow;                                                         \
         for (int64_t p = 0; p < g->c; p++)                                                   \
-            for (int64_t o = 0; o < per; o++)                                                \
-                if (arg[p * per + o] >= 0) {                                                 \
-                    T *d = dx + p * g->h * g->w + arg[p * per + o];                          \
-                    *d = ST(LD(*d) + LD(dy[p * per + o]));                                   \
+            for (int64_t iy = 0; iy < g->h; iy++) {                                          \
+                int64_t a0 = iy + g->ph - g->kh + 1, oy1 = (iy + g->ph) / g->sh;             \
+                int64_t oy0 = a0 <= 0 ? 0 : (a0 + g->sh - 1) / g->sh;                        \
+                if (oy1 > g->oh - 1) oy1 = g->oh - 1;                                        \
+                for (int64_t ix = 0; ix < g->w; ix++) {                                      \
+                    int64_t b0 = ix + g->pw - g->kw + 1, ox1 = (ix + g->pw) / g->sw;         \
+                    int64_t ox0 = b0 <= 0 ? 0 : (b0 + g->sw - 1) / g->sw;                    \
+                    if (ox1 > g->ow - 1) ox1 = g->ow - 1;                                    \
+                    T *d = dx + (p * g->h + iy) * g->w + ix;                                 \
+                    int32_t me = (int32_t)(iy * g->w + ix);                                  \
+                    C acc = beta == 0 ? (C)0 : beta == 1 ? LD(*d) : beta * LD(*d);           \
+                    for (int64_t oy = oy0; oy <= oy1; oy++)                                  \
+                        for (int64_t ox = ox0; ox <= ox1; ox++) {                            \
+                            int64_t o = p * per + oy * g->ow + ox;                           \
+                            if (arg[o] == me) acc += LD(dy[o]);                              \
+                        }                                                                    \
+                    *d = ST(acc);                                                            \
                 }                                                                            \
+            }                                                                                \
     }
 CPU_FOR_FLOAT_TYPES(DEF_CONV)
 
