@@ -149,11 +149,9 @@ static lt_status pick_devices(lt_run *r) {
     if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "device_count", st);
     if (!avail) { /* the plugin may say why (no driver, no device, driver too old) */
         const char *why = lt_last_error(&r->accel.ctx);
-        bool gpu = !strcasecmp(r->accel.ctx.name, "gpu");
         return lt_run_fail(r, LT_ERR_NOT_FOUND, "trainer.accelerator = %s (%s): no usable device on this machine%s%s; use "
-                           "accelerator=cpu or auto%s", r->accel.ctx.name,
-                           lt_config_origin(r->config, "trainer", "accelerator"), why && *why ? ": " : "", why ? why : "",
-                           gpu ? " (nvidia-smi lists the GPUs the driver sees)" : "");
+                           "accelerator=cpu or auto", r->accel.ctx.name,
+                           lt_config_origin(r->config, "trainer", "accelerator"), why && *why ? ": " : "", why ? why : "");
     }
     char err[512];
     st = lt_devices_parse(cfg(r, "trainer", "devices"), r->accel.ctx.name, count, &r->devices, err, sizeof err);

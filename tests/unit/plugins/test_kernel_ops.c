@@ -1739,9 +1739,14 @@ static void xdev_dropout(kops_dev *b) {
     }
 }
 
+/* Uniform draws only: their transform is plain arithmetic, so every device
+ * gives the same bits. A normal draw goes through log, sin and cos, whose
+ * last bit the ABI does not fix between a host libm and a device's math
+ * library; each device's normal values are held to the reference within a
+ * tolerance instead (test_rand_fill). */
 static void xdev_rand_fill(kops_dev *b) {
     static const struct { lt_rand_dist dist; double a, b; } cfg[] = {
-        {LT_RAND_UNIFORM, -1, 1}, {LT_RAND_NORMAL, 0, 0.02}, {LT_RAND_NORMAL, 1, 3}};
+        {LT_RAND_UNIFORM, -1, 1}, {LT_RAND_UNIFORM, 0.5, 2}};
     for (int di = 0; di < KOPS_NDTYPES; di++) {
         lt_dtype t = KOPS_DTYPES[di];
         for (int si = 0; si < N_ELEMS(XSIZES); si++)
