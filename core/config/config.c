@@ -420,7 +420,8 @@ static const core_key core_keys[] = {
     {"launcher", "last_call_s", I, "30", "elastic: once MIN nodes are in, seconds to wait for more (up to MAX)",
      {IN(0, TIMEOUT_TOP)}},
     {"launcher", "keepalive_timeout_s", I, "30",
-     "elastic: a node whose launcher sent no heartbeat for this long has left the job", {IN(2, TIMEOUT_TOP)}},
+     "elastic: a node whose launcher sent no heartbeat for this long has left the job (above the 5 s a "
+     "launcher may spend stopping its workers)", {IN(10, TIMEOUT_TOP)}},
     {"launcher", "bind_cores", B, "true", "pin each local worker to its share of the cores (like mpirun --bind-to core)", ANY},
 };
 #undef I

@@ -9,19 +9,23 @@
  * The job is a sequence of rounds. An agent joins round R by taking the
  * next index of r<R>/n and writing its description (agent id, processes,
  * pid, host) under r<R>/node/<index>. Any waiting agent may close the round
- * (a compare-and-set of r<R>/closed, so one count wins) once
- *   - MAX agents joined, or
+ * (a compare-and-set of r<R>/closed to the list of its members' join
+ * indices, so one list wins): the live joiners (a description, not gone,
+ * a heartbeat that moves), at most MAX of them, once
+ *   - MAX live agents joined, or
  *   - every member of round R-1 has joined or left (said so, or sent no
  *     heartbeat for keepalive_timeout_s), at least MIN joined, and either
  *     all of R-1 came back or last_call_s passed since (round 0: last_call_s
  *     since MIN joined, so a job does not start with MIN when more arrive).
  * Round R+1 cannot close while a live member of R has not joined it, so a
  * new node waits there until the members let it in; nobody trains alone
- * beside a running job. Indices at or past the closed count are spares:
- * they join R+1 at once.
+ * beside a running job. A joiner left out of the list (too late, or taken
+ * for gone) joins R+1 at once. Before its workers start, an agent checks
+ * that its round was not aborted and no later round closed meanwhile.
  *
  * While round R trains, each agent checks the store once a second:
- *   - r<R>/abort (a member's workers failed): stop ours now and rejoin;
+ *   - r<R>/abort (a member's workers failed, or a member left: no
+ *     heartbeat for keepalive_timeout_s): stop ours now and rejoin;
  *   - agents waiting in r<R+1>/n and fewer than MAX nodes: ask the workers
  *     to stop at a step boundary (SIGUSR2; they agree on the step, rank 0
  *     saves last.safetensors, all exit 0 with phase STOPPED) and rejoin.
@@ -31,8 +35,8 @@
  * node joining is not a failure and costs no restart.
  *
  * Ranks of a round: the agents that were members of the round before come
- * first, in join order, then the new ones, so rank 0 stays where it was
- * while it can. Node 0 of each round after the first decides where to
+ * first, in their old rank order, then the new ones in join order, so rank
+ * 0 stays where it was while it can. Node 0 of each round after the first decides where to
  * resume (this job's last.safetensors, written after the job started) and
  * publishes it under r<R>/resume. Workers of round R get
  * LT_RESTART_COUNT = R (fresh process-group keys), --num-nodes N and, for a
@@ -56,6 +60,7 @@
 #define BEAT_S 1.0     /* heartbeat period */
 #define LINGER_S 5.0   /* the store's host, at the end: how long it waits for the others to leave */
 #define MAX_DESC 400
+#define LIST_CHARS 4096 /* a list of up to 512 indices (launcher.nnodes caps MAX at 512) */
 
 typedef struct member {
     int agent, nproc, pid;
@@ -98,8 +103,8 @@ static const char *key(elastic *E, char *buf, size_t n, const char *fmt, ...) {
 
 /* Store errors end the agent: the store's host is gone or unreachable. */
 static int store_failed(elastic *E, const char *what) {
-    launcher_say("error: elastic rendezvous at %s:%d: %s: %s (the node hosting --rdzv-endpoint must stay up for the "
-                 "whole job)", E->L->store_host, E->L->port, what, lt_store_error(E->L->client));
+    launcher_say("error: elastic rendezvous at %s:%d, key %s: %s (is the node hosting --rdzv-endpoint still up? it "
+                 "must outlive the job)", E->L->store_host, E->L->port, what, lt_store_error(E->L->client));
     return -1;
 }
 
@@ -179,47 +184,71 @@ static int parse_member(const char *v, member *m) {
     return 0;
 }
 
-/* The description agent idx of round R wrote (it writes it just after
- * taking the index: wait for it). */
+/* The description joiner idx of round R wrote: 1, 0 when it has not (yet:
+ * it writes it just after taking the index, or died in between), -1 on a
+ * store error or a value that is not one. */
 static int read_member(elastic *E, int R, int idx, member *m) {
-    char k[300];
-    void *v = NULL;
-    size_t len = 0;
-    lt_store_set_timeout(E->L->client, 10000);
-    lt_status st = lt_store_get(E->L->client, key(E, k, sizeof k, "r%d/node/%d", R, idx), &v, &len);
-    lt_store_set_timeout(E->L->client, 30000);
-    if (st != LT_OK) return store_failed(E, k);
-    char buf[MAX_DESC];
-    snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), (char *)v);
-    free(v);
+    char k[300], buf[MAX_DESC];
+    int got = peek(E, key(E, k, sizeof k, "r%d/node/%d", R, idx), buf, sizeof buf);
+    if (got <= 0) return got;
     if (parse_member(buf, m)) {
         launcher_say("error: elastic rendezvous: %s holds '%s', not an lt agent's description; is another program "
                      "using this store?", k, buf);
         return -1;
     }
-    return 0;
+    return 1;
 }
 
-/* The members of closed round R, n of them, in rank order. The first agent
- * to read them after the close publishes the order (r<R>/order: join
- * indices), so every agent uses the same one: the members of round R - 1
- * first, in their old rank order (rank 0 stays where it was while it can),
- * then the new ones in join order. */
-static int read_round(elastic *E, int R, int n, member **out, member **before, int *nbefore) {
-    char k[300], order[4096], v[32];
-    member *m = calloc((size_t)n, sizeof *m), *sorted = calloc((size_t)n, sizeof *sorted), *pm = NULL;
-    int np = 0, rc = -1;
+/* Round R's member list as its closer wrote it, r<R>/closed = the join
+ * indices of the members, "3,0,1": 1 closed (*idx malloc'ed), 0 open, -1
+ * error. */
+static int closed_list(elastic *E, int R, int **idx, int *n) {
+    char k[300], v[LIST_CHARS];
+    *idx = NULL;
+    *n = 0;
+    int got = peek(E, key(E, k, sizeof k, "r%d/closed", R), v, sizeof v);
+    if (got <= 0) return got;
+    int cap = 1;
+    for (const char *c = v; *c; c++) cap += *c == ',';
+    *idx = calloc((size_t)cap, sizeof **idx);
+    if (!*idx) return -1;
+    for (const char *c = v; *c && *n < cap;) {
+        char *end;
+        long j = strtol(c, &end, 10);
+        if (end == c || j < 0) {
+            launcher_say("error: elastic rendezvous: %s = '%s' is not a list of join indices", k, v);
+            free(*idx);
+            *idx = NULL;
+            return -1;
+        }
+        (*idx)[(*n)++] = (int)j;
+        c = *end == ',' ? end + 1 : end;
+    }
+    return 1;
+}
+
+/* The members of closed round R in rank order. The first agent to read
+ * them after the close publishes the order (r<R>/order: positions in the
+ * closed list), so every agent uses the same one: the members of round
+ * R - 1 first, in their old rank order (rank 0 stays where it was while it
+ * can), then the new ones in join order. before (optional) receives round
+ * R - 1's members in their order. */
+static int read_round(elastic *E, int R, member **out, int *nout, member **before, int *nbefore) {
+    char k[300], order[LIST_CHARS];
+    int *idx = NULL, n = 0, np = 0, rc = -1;
+    member *m = NULL, *sorted = NULL, *pm = NULL;
+    if (closed_list(E, R, &idx, &n) != 1 || n < 1) goto done;
+    m = calloc((size_t)n, sizeof *m);
+    sorted = calloc((size_t)n, sizeof *sorted);
     if (!m || !sorted) goto done;
     for (int i = 0; i < n; i++)
-        if (read_member(E, R, i, &m[i])) goto done;
+        if (read_member(E, R, idx[i], &m[i]) != 1) { /* the closer saw it: gone only if the store lost it */
+            launcher_say("error: elastic rendezvous: member %d of round %d has no description", idx[i], R);
+            goto done;
+        }
     int have = peek(E, key(E, k, sizeof k, "r%d/order", R), order, sizeof order);
     if (have < 0) goto done;
-    if (R > 0 && (!have || before)) { /* the round before, in its published order */
-        int got = peek(E, key(E, k, sizeof k, "r%d/closed", R - 1), v, sizeof v);
-        if (got < 0) goto done;
-        np = got ? atoi(v) : 0;
-        if (np > 0 && read_round(E, R - 1, np, &pm, NULL, NULL)) goto done;
-    }
+    if (R > 0 && (!have || before) && read_round(E, R - 1, &pm, &np, NULL, NULL)) goto done;
     size_t len = 0;
     for (int pass = 0; pass < 2 && !have; pass++) /* old members by old rank, then the new by join order */
         for (int i = 0; i < (pass ? n : np); i++)
@@ -243,6 +272,7 @@ static int read_round(elastic *E, int R, int n, member **out, member **before, i
         p = *end == ',' ? end + 1 : end;
     }
     *out = sorted;
+    *nout = n;
     sorted = NULL;
     if (before) {
         *before = pm;
@@ -251,48 +281,76 @@ static int read_round(elastic *E, int R, int n, member **out, member **before, i
     }
     rc = 0;
 done:
+    if (rc && !m) launcher_say("error: elastic rendezvous: round %d has no member list (or no memory)", R);
+    free(idx);
     free(m);
     free(sorted);
     free(pm);
     return rc;
 }
 
-/* Closes round R when the rules in the header allow; *since is this
- * waiter's clock for the last call (-1: not running). */
+/* Joiners of round R that are alive: they wrote a description and have not
+ * left (gone/, or a heartbeat this agent saw stand still keepalive_s).
+ * *agents (optional, malloc'ed) gets their agent ids; -1 on a store error. */
+static int live_joiners(elastic *E, int R, int **jidx, int **agents) {
+    char k[300];
+    int64_t count;
+    *jidx = NULL;
+    if (agents) *agents = NULL;
+    if (counter(E, key(E, k, sizeof k, "r%d/n", R), 0, &count)) return -1;
+    int *j = calloc((size_t)count + 1, sizeof *j), *a = calloc((size_t)count + 1, sizeof *a), n = 0;
+    if (!j || !a) {
+        free(j);
+        free(a);
+        return -1;
+    }
+    for (int i = 0; i < count; i++) {
+        member m;
+        int got = read_member(E, R, i, &m);
+        int left = got == 1 ? has_left(E, m.agent) : 0;
+        if (got < 0 || left < 0) {
+            free(j);
+            free(a);
+            return -1;
+        }
+        if (got == 1 && !left) j[n] = i, a[n++] = m.agent;
+    }
+    *jidx = j;
+    if (agents) *agents = a;
+    else free(a);
+    return n;
+}
+
+/* Closes round R when the rules in the header allow, with the live joiners
+ * as its members; *since is this waiter's clock for the last call (-1: not
+ * running). */
 static int try_close(elastic *E, int R, double *since) {
     const lt_launch_info *in = E->in;
-    char k[300], v[32];
-    int64_t count;
-    if (counter(E, key(E, k, sizeof k, "r%d/n", R), 0, &count)) return -1;
-    bool ready = count >= in->max_nodes;
-    if (!ready && count < in->min_nodes) *since = -1;
-    if (!ready && count >= in->min_nodes) {
+    char k[300], v[LIST_CHARS];
+    int *jidx = NULL, *agents = NULL, *pidx = NULL, np = 0;
+    int live = live_joiners(E, R, &jidx, &agents), rc = -1;
+    if (live < 0) return -1;
+    bool ready = live >= in->max_nodes;
+    if (!ready && live < in->min_nodes) *since = -1;
+    if (!ready && live >= in->min_nodes) {
         bool last_call = true; /* round 0, or a member of R - 1 is missing */
         if (R > 0) {
-            int got = peek(E, key(E, k, sizeof k, "r%d/closed", R - 1), v, sizeof v);
-            if (got < 0) return -1;
-            int prev_n = got ? atoi(v) : 0, missing = 0;
-            bool accounted = true;
-            for (int i = 0; i < prev_n && accounted; i++) {
+            if (closed_list(E, R - 1, &pidx, &np) < 0) goto done;
+            int missing = 0;
+            for (int i = 0; i < np; i++) {
                 member pm;
-                if (read_member(E, R - 1, i, &pm)) return -1;
+                if (read_member(E, R - 1, pidx[i], &pm) != 1) goto done;
                 bool joined = false;
-                for (int j = 0; j < count && !joined; j++) {
-                    member cm;
-                    char cv[MAX_DESC];
-                    got = peek(E, key(E, k, sizeof k, "r%d/node/%d", R, j), cv, sizeof cv);
-                    if (got < 0) return -1;
-                    joined = got && !parse_member(cv, &cm) && cm.agent == pm.agent;
-                }
+                for (int j = 0; j < live && !joined; j++) joined = agents[j] == pm.agent;
                 if (joined) continue;
                 int left = has_left(E, pm.agent);
-                if (left < 0) return -1;
-                if (left) missing++;
-                else accounted = false; /* still training in R - 1, or on its way here */
-            }
-            if (!accounted) {
-                *since = -1;
-                return 0;
+                if (left < 0) goto done;
+                if (!left) { /* still training in R - 1, or on its way here */
+                    *since = -1;
+                    rc = 0;
+                    goto done;
+                }
+                missing++;
             }
             last_call = missing > 0;
         }
@@ -304,13 +362,22 @@ static int try_close(elastic *E, int R, double *since) {
             ready = now - *since >= in->last_call_s;
         }
     }
-    if (!ready) return 0;
-    char n[32];
-    snprintf(n, sizeof n, "%" PRId64, count < in->max_nodes ? count : (int64_t)in->max_nodes);
-    if (set_once(E, key(E, k, sizeof k, "r%d/closed", R), n, NULL, 0) < 0) return -1;
-    snprintf(v, sizeof v, "%d", R);
-    if (lt_store_set(E->L->client, key(E, k, sizeof k, "latest"), v, strlen(v)) != LT_OK) return store_failed(E, k);
-    return 0;
+    rc = 0;
+    if (!ready) goto done;
+    size_t len = 0;
+    for (int i = 0; i < live && i < in->max_nodes; i++)
+        len += (size_t)snprintf(v + len, sizeof v - len, "%s%d", i ? "," : "", jidx[i]);
+    int won = set_once(E, key(E, k, sizeof k, "r%d/closed", R), v, NULL, 0);
+    if (won < 0) rc = -1;
+    else if (won) {
+        snprintf(v, sizeof v, "%d", R);
+        if (lt_store_set(E->L->client, key(E, k, sizeof k, "latest"), v, strlen(v)) != LT_OK) rc = store_failed(E, k);
+    }
+done:
+    free(jidx);
+    free(agents);
+    free(pidx);
+    return rc;
 }
 
 /* The job's end, as other agents left it: 0 = still on, else the exit
@@ -339,7 +406,7 @@ static int join(elastic *E, int *rc) {
     const lt_launch_info *in = E->in;
     launcher *L = E->L;
     double t0 = launcher_mono();
-    char desc[MAX_DESC], k[300], v[32];
+    char desc[MAX_DESC], k[300];
     snprintf(desc, sizeof desc, "%d\t%d\t%d\t%s", E->agent, L->nproc, (int)getpid(), L->host);
     for (int R = E->round;; R++) {
         int64_t idx;
@@ -352,14 +419,17 @@ static int join(elastic *E, int *rc) {
             if (heartbeat(E)) return -1;
             int over = job_over(E, rc);
             if (over) return over;
-            int got = peek(E, key(E, k, sizeof k, "r%d/closed", R), v, sizeof v);
+            int *list, n;
+            int got = closed_list(E, R, &list, &n);
             if (got < 0) return -1;
             if (got) {
-                int n = atoi(v);
-                if (idx >= n) break; /* came too late for R: wait in R + 1 */
+                bool in_it = false;
+                for (int i = 0; i < n && !in_it; i++) in_it = list[i] == idx;
+                free(list);
+                if (!in_it) break; /* came too late for R (or was taken for gone): wait in R + 1 */
                 member *m, *pm;
                 int np;
-                if (read_round(E, R, n, &m, &pm, &np)) return -1;
+                if (read_round(E, R, &m, &n, &pm, &np)) return -1;
                 free(E->prev);
                 free(E->cur);
                 E->prev = pm;
@@ -423,13 +493,17 @@ static void say_round(elastic *E, int me) {
 }
 
 /* Node 0 of a round after the first: this job's last.safetensors, if one
- * was written since the job started; the others read its choice. */
-static int resume_of_round(elastic *E, char *out, size_t n) {
+ * was written since the job started; the others read its choice, polling
+ * (heartbeats go on) until it is there, the round is aborted, or node 0
+ * left without saying (then this agent aborts the round). 0 with out set,
+ * 1 to rejoin in the next round, 2 on a stop signal (*rc), -1 on error. */
+static int resume_of_round(elastic *E, char *out, size_t n, int *rc) {
     launcher *L = E->L;
-    char k[300], val[1300];
+    char k[300], a[300], val[1300];
     out[0] = 0;
     if (E->round == 0) return 0;
     key(E, k, sizeof k, "r%d/resume", E->round);
+    key(E, a, sizeof a, "r%d/abort", E->round);
     if (L->node_rank == 0) {
         char path[1200];
         struct stat sb;
@@ -441,12 +515,27 @@ static int resume_of_round(elastic *E, char *out, size_t n) {
         if (lt_store_set(L->client, k, val, strlen(val)) != LT_OK) return store_failed(E, k);
         return 0;
     }
-    void *v = NULL;
-    size_t len = 0;
-    lt_store_set_timeout(L->client, 30000);
-    if (lt_store_get(L->client, k, &v, &len) != LT_OK) return store_failed(E, k);
-    snprintf(val, sizeof val, "%.*s", (int)(len < sizeof val ? len : sizeof val - 1), (char *)v);
-    free(v);
+    for (;;) {
+        int got = peek(E, k, val, sizeof val);
+        if (got < 0) return -1;
+        if (got) break;
+        char why[600];
+        if ((got = peek(E, a, why, sizeof why)) != 0) return got < 0 ? -1 : 1;
+        if (heartbeat(E)) return -1;
+        int left = has_left(E, E->cur[0].agent);
+        if (left < 0) return -1;
+        if (left) {
+            snprintf(why, sizeof why, "node 0 (%s/%d) left before saying where round %d resumes", E->cur[0].host,
+                     E->cur[0].pid, E->round);
+            launcher_say("%s; re-forming the job", why);
+            return set_once(E, a, why, NULL, 0) < 0 ? -1 : 1;
+        }
+        int sig = launcher_wait_signal(L, TICK_S);
+        if (sig) {
+            *rc = 128 + sig;
+            return 2;
+        }
+    }
     if (!strncmp(val, "ckpt:", 5)) {
         snprintf(out, n, "%s", val + 5);
         if (access(out, R_OK)) {
@@ -458,13 +547,28 @@ static int resume_of_round(elastic *E, char *out, size_t n) {
     return 0;
 }
 
+/* Whether round R is still the one to train: not aborted, and no later
+ * round closed while this agent was getting ready. 1 yes, 0 no, -1 error. */
+static int round_current(elastic *E) {
+    char k[300], v[16];
+    int got = peek(E, key(E, k, sizeof k, "r%d/abort", E->round), v, sizeof v);
+    if (got == 0) got = peek(E, key(E, k, sizeof k, "r%d/closed", E->round + 1), v, sizeof v);
+    return got < 0 ? -1 : !got;
+}
+
 static bool all_slots(launcher *L, int phase) {
     for (int i = 0; i < L->nproc; i++)
         if (L->w[i].alive && __atomic_load_n(&L->slots[i].phase, __ATOMIC_RELAXED) != phase) return false;
     return true;
 }
 
-/* The supervision loop's question, once a second (launcher_supervise). */
+/* The supervision loop's question, once a second (launcher_supervise):
+ * stop now when the round was aborted or one of its members left (no
+ * heartbeat for keepalive_s: a machine lost without a closed connection);
+ * stop at a step boundary when a live node waits to join and there is room,
+ * once every local worker trains (one still setting up is left to reach
+ * training: killing it would fail its peers' collectives and cost a
+ * restart a join must not cost). */
 static poll_action poll_round(launcher *L) {
     elastic *E = L->poll_ctx;
     char k[300], why[1100];
@@ -472,19 +576,32 @@ static poll_action poll_round(launcher *L) {
     int r = peek(E, key(E, k, sizeof k, "r%d/abort", E->round), why, sizeof why);
     if (r < 0) return POLL_STOP_NOW;
     if (r) {
-        launcher_say("another node's worker failed (%s); stopping this node's workers to re-form the job", why);
+        launcher_say("the job is re-forming (%s); stopping this node's workers", why);
         return POLL_STOP_NOW;
     }
-    int64_t waiting = 0;
-    if (E->ncur >= E->in->max_nodes || counter(E, key(E, k, sizeof k, "r%d/n", E->round + 1), 0, &waiting) || !waiting)
-        return POLL_GO_ON;
-    if (all_slots(L, LT_PHASE_DONE)) return POLL_GO_ON; /* finishing anyway */
+    for (int i = 0; i < E->ncur; i++) {
+        if (E->cur[i].agent == E->agent) continue;
+        int left = has_left(E, E->cur[i].agent);
+        if (left < 0) return POLL_STOP_NOW;
+        if (!left) continue;
+        snprintf(why, sizeof why, "node %s/%d left the job (said so, or no heartbeat for %d s)", E->cur[i].host,
+                 E->cur[i].pid, E->in->keepalive_s);
+        if (set_once(E, key(E, k, sizeof k, "r%d/abort", E->round), why, NULL, 0) < 0) return POLL_STOP_NOW;
+        launcher_say("%s; stopping this node's workers to re-form the job", why);
+        return POLL_STOP_NOW;
+    }
+    if (E->ncur >= E->in->max_nodes) return POLL_GO_ON;
+    int *jidx = NULL;
+    int waiting = live_joiners(E, E->round + 1, &jidx, NULL);
+    free(jidx);
+    if (waiting < 0) return POLL_STOP_NOW;
+    if (waiting == 0 || all_slots(L, LT_PHASE_DONE)) return POLL_GO_ON; /* nobody, or finishing anyway */
+    if (!all_slots(L, LT_PHASE_TRAIN)) return POLL_GO_ON;
     if (!E->asked_stop)
-        launcher_say("a node is waiting to join (%" PRId64 " in round %d); stopping this node's workers at the next step "
+        launcher_say("a node is waiting to join (%d in round %d); stopping this node's workers at the next step "
                      "boundary to take it in", waiting, E->round + 1);
     E->asked_stop = true;
-    /* A worker still setting up has nothing to save (and no handler yet). */
-    return all_slots(L, LT_PHASE_TRAIN) ? POLL_STOP_AT_STEP : POLL_STOP_NOW;
+    return POLL_STOP_AT_STEP;
 }
 
 static bool stopped_at_step(launcher *L) {
@@ -503,16 +620,24 @@ static int meet(elastic *E) {
     snprintf(L->store_host, sizeof L->store_host, "%s", in->master_addr);
     snprintf(L->master_addr, sizeof L->master_addr, "%s", in->master_addr);
     L->port = in->master_port;
+    char bind_err[1024] = "";
     if (local) {
-        char err[1024];
         int port = 0;
-        if (lt_store_server_start(in->master_addr, in->master_port, NULL, &L->srv, &port, err, sizeof err) == LT_OK)
+        if (lt_store_server_start(in->master_addr, in->master_port, NULL, &L->srv, &port, bind_err,
+                                  sizeof bind_err) == LT_OK)
             E->hosting = true;
         else /* another launcher on this machine hosts it: join as a client */
             L->srv = NULL;
     }
-    if (launcher_connect_client(L)) return -1;
-    lt_store_set_timeout(L->client, 30000);
+    if (launcher_connect_client(L)) {
+        if (bind_err[0]) launcher_say("(this node could not host it either: %s)", bind_err);
+        return -1;
+    }
+    /* Store calls shorter than a third of the keepalive: an agent cut off
+     * from the store finds out (and stops its workers) before the others
+     * take it for gone and re-form without it. */
+    int tmo = in->keepalive_s * 1000 / 3;
+    lt_store_set_timeout(L->client, tmo > 2000 ? tmo : 2000);
     snprintf(E->pfx, sizeof E->pfx, "elastic/");
     char k[300], id[160];
     int r = set_once(E, key(E, k, sizeof k, "id"), in->rdzv_id, id, sizeof id);
@@ -524,6 +649,17 @@ static int meet(elastic *E) {
         return -2;
     }
     snprintf(E->pfx, sizeof E->pfx, "elastic/%s/", in->rdzv_id);
+    /* One worker count for the whole job, said by the first node: a node
+     * with another is refused here, before it stops a running round. */
+    char mine_n[16], job_n[16];
+    snprintf(mine_n, sizeof mine_n, "%d", L->nproc);
+    r = set_once(E, key(E, k, sizeof k, "nproc"), mine_n, job_n, sizeof job_n);
+    if (r < 0) return -1;
+    if (!r) {
+        launcher_say("error: elastic job '%s' runs %s worker%s per node, this node %d; give every node the same "
+                     "--nproc-per-node (trainer.devices)", in->rdzv_id, job_n, strcmp(job_n, "1") ? "s" : "", L->nproc);
+        return -2;
+    }
     int64_t a;
     if (counter(E, key(E, k, sizeof k, "agents"), 1, &a)) return -1;
     E->agent = (int)a;
@@ -589,19 +725,23 @@ static int after_failure(elastic *E, const outcome *o) {
     return 0;
 }
 
-/* The store's host stays until the others have left, so their last words
- * (finished, gone) reach it. */
+/* The store's host stays until every other agent that ever joined has
+ * left (or LINGER_S passed), so their last reads (finished, fatal) and
+ * writes (gone) reach it instead of a closed connection. */
 static void linger(elastic *E) {
-    if (!E->hosting) return;
+    if (!E->hosting || !E->L->client) return;
     double end = launcher_mono() + LINGER_S;
+    char k[300];
     while (launcher_mono() < end) {
-        int left = 0;
-        for (int i = 0; i < E->ncur; i++) {
-            char k[300], v[8];
-            if (peek(E, key(E, k, sizeof k, "gone/%d", E->cur[i].agent), v, sizeof v) != 0) left++;
+        int64_t agents = 0;
+        if (counter(E, key(E, k, sizeof k, "agents"), 0, &agents)) return;
+        bool all = true;
+        for (int a = 1; a <= agents && all; a++) {
+            int left = a == E->agent ? 1 : has_left(E, a);
+            if (left < 0) return;
+            all = left;
         }
-        if (left >= E->ncur) return;
-        if (launcher_wait_signal(E->L, TICK_S)) return;
+        if (all || launcher_wait_signal(E->L, TICK_S)) return;
     }
 }
 
@@ -618,29 +758,38 @@ int launcher_elastic(launcher *L) {
     }
     L->poll = poll_round;
     L->poll_ctx = &E;
-    for (;;) {
+    for (;; E.round++) { /* each pass: one round; the next after a new node, a failure or a member lost */
         int j = join(&E, &rc);
-        if (j < 0) { rc = 1; break; }
-        if (j > 0) break;
+        if (j < 0) rc = 1;
+        if (j) break;
         L->num_nodes = E.ncur;
         L->world = E.ncur * L->nproc;
         L->node_rank = 0;
         for (int i = 0; i < E.ncur; i++)
             if (E.cur[i].agent == E.agent) L->node_rank = i;
-        for (int i = 0; i < E.ncur; i++)
-            if (E.cur[i].nproc != L->nproc) {
-                launcher_say("error: node %s/%d runs %d worker%s, this one %d; elastic nodes need the same "
-                             "--nproc-per-node (trainer.devices) on every node", E.cur[i].host, E.cur[i].pid,
-                             E.cur[i].nproc, E.cur[i].nproc == 1 ? "" : "s", L->nproc);
-                rc = EXIT_REFUSED;
-                goto out;
-            }
         say_round(&E, L->node_rank);
         char resume[1300];
-        if (resume_of_round(&E, resume, sizeof resume)) break;
+        int got = resume_of_round(&E, resume, sizeof resume, &rc);
+        if (got == 1) continue; /* node 0 left, or another aborted the round */
+        if (got) {
+            if (got < 0) rc = 1;
+            break;
+        }
+        /* A later round closed while this one got ready (its members were
+         * taken for gone): that one trains, this agent joins the next. */
+        if ((got = round_current(&E)) <= 0) {
+            if (got < 0) {
+                rc = 1;
+                break;
+            }
+            continue;
+        }
         if (resume[0] && L->node_rank == 0) launcher_say("round %d resumes from %s", E.round, resume);
         E.asked_stop = false;
-        if (launcher_start_group(L, E.round, resume)) break;
+        if (launcher_start_group(L, E.round, resume)) {
+            rc = 1;
+            break;
+        }
         outcome o;
         launcher_supervise(L, &o);
         if (L->late_signal || o.kind == OUT_SIGNALLED) {
@@ -653,12 +802,16 @@ int launcher_elastic(launcher *L) {
             rc = 0;
             break;
         }
-        if (o.kind == OUT_FAILED && (rc = after_failure(&E, &o)) != 0) break;
-        E.round++; /* stopped for a new node, for another node's failure, or after ours: the next round */
+        if (o.kind == OUT_FAILED) {
+            int give_up = after_failure(&E, &o);
+            if (give_up) {
+                rc = give_up;
+                break;
+            }
+        }
     }
-out:
     mark_gone(&E);
-    if (rc == 0) linger(&E);
+    linger(&E); /* also after a failure: the others read fatal, not a closed connection */
     free(E.cur);
     free(E.prev);
     free(E.seen);

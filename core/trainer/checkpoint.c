@@ -220,6 +220,7 @@ static int64_t rescale_batch(lt_trainer *t, lt_st_file *f, int64_t batch) {
     long was = v && *v ? strtol(v, &end, 10) : now;
     if (!v || !*v || *end || was < 1) was = now;
     if (was == now) return batch;
+    t->world_changed = true; /* fit clamps b to its epoch's length (a partial last batch rounds up) */
     int64_t b = batch * was / now, acc = r->accumulate > 0 ? r->accumulate : 1;
     b -= b % acc;
     if (r->world.global_rank == 0) {

@@ -275,6 +275,7 @@ static lt_status run_fit(lt_trainer *t) {
                            "trainer.limit_train_batches = %g; lower the batch size or raise the limit",
                            (long long)lt_loader_num_batches(t->train_loader), (long long)t->opt.data.batch_size,
                            t->opt.loop.limit_train);
+    if (r->batch_in_epoch > nb && t->world_changed) r->batch_in_epoch = nb; /* that epoch's samples are done */
     if (r->batch_in_epoch > nb)
         return lt_run_fail(r, LT_ERR_MISMATCH,
                            "--ckpt-path %s stopped after batch %lld of its epoch, but this run has %lld "

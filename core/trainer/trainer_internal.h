@@ -34,6 +34,7 @@ struct lt_trainer {
     char requeue_command[512];
     bool preempted;          /* fit stopped on it (or on elastic_stop): saved, requeued */
     bool elastic;            /* ltrun --nnodes MIN:MAX started this worker (LT_ELASTIC): SIGUSR2 stops it */
+    bool world_changed;      /* the resumed checkpoint was saved on another world size (checkpoint.c) */
 };
 
 /* trainer_worker.c */

@@ -394,8 +394,8 @@ static lt_status read_elastic(const lt_run *r, lt_launch_info *out) {
     char *end;
     long lo = strtol(nn, &end, 10), hi = lo;
     if (*end == ':') hi = strtol(end + 1, &end, 10);
-    if (*end || lo < 1 || hi < lo || hi > 4096) {
-        lt_set_error(NULL, "launcher.nnodes = '%s' (%s): expected MIN:MAX with 1 <= MIN <= MAX, e.g. --nnodes 1:4",
+    if (*end || lo < 1 || hi < lo || hi > 512) {
+        lt_set_error(NULL, "launcher.nnodes = '%s' (%s): expected MIN:MAX with 1 <= MIN <= MAX <= 512, e.g. --nnodes 1:4",
                      nn, where ? where : "?");
         return LT_ERR_INVALID;
     }
@@ -439,7 +439,7 @@ static lt_status read_elastic(const lt_run *r, lt_launch_info *out) {
     if (hl == 0 || hl >= sizeof host) goto bad;
     host[hl] = 0;
     long port = 29400; /* torchrun's default rendezvous port */
-    if (*colon == ':') {
+    if (colon && *colon == ':') {
         port = strtol(colon + 1, &end, 10);
         if (*end || colon[1] == 0 || port < 1 || port > 65535) goto bad;
     }

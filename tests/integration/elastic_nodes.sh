@@ -20,8 +20,9 @@
 #   c. --max-restarts 0: kill B: A gives up at once, exit 1, saying the job
 #      has used its launcher.max_restarts.
 #   d. bad input, refused before anything starts (exit 2, one line naming
-#      the key): --nnodes 3:1, --nnodes 1:2 with --node-rank, a node whose
-#      --rdzv-id differs from the job's.
+#      the key): --nnodes 3:1 and 1:600, --nnodes 1:2 with --node-rank, a bad
+#      endpoint, a node whose --rdzv-id differs from the job's, a node with
+#      another worker count; an endpoint without a port uses 29400.
 # No worker is left behind in any case.
 source "$(dirname "$0")/common.sh"
 it_init elastic_nodes "$@"
@@ -40,13 +41,18 @@ COMMON=(--strategy ddp --devices 1 --seed 3 --max-epochs $EPOCHS --batch-size 64
 KEEP=()
 for a in "${BASE[@]}"; do [ "$a" = --no-test ] || KEEP+=("$a"); done
 BASE=("${KEEP[@]}") # the test stage gives the accuracy
-PORT=29700
+# A fresh port and job id per case: another run of this test (the sanitizer
+# suite) or anything else on a fixed port must not become a node of ours.
+next_job() {
+    PORT=$("$TCP_PORT" free)
+    JOB="elastic$$-$PORT"
+}
 
 node() { # node NAME IN-ARRAY-NAME ROOT args...: one elastic node in the background -> its pid in NODE_PID
     local name=$1 ns=$2 root=$3; shift 3
     local -n pre=$ns
     "${pre[@]}" "$LTRUN" "${BASE[@]}" "${COMMON[@]}" --nnodes 1:2 --rdzv-endpoint "$ADDR:$PORT" \
-        --rdzv-id "job$PORT" --default-root-dir "$root" "$@" >"$IT_TMP/$name.out" 2>"$IT_TMP/$name.err" &
+        --rdzv-id "$JOB" --default-root-dir "$root" "$@" >"$IT_TMP/$name.out" 2>"$IT_TMP/$name.err" &
     NODE_PID=$!
     IT_PIDS+=($NODE_PID)
     # Ranks follow the order of joining: A (the store's host) joins first,
@@ -76,7 +82,7 @@ finish_node() { # finish_node NAME PID WANT_RC
 rounds() { grep -c '^ltrun: elastic round' "$1"; }
 
 echo "elastic_nodes: ref. two nodes throughout, $EPOCHS epochs"
-PORT=$((PORT + 1))
+next_job
 node refA IN0 "$IT_TMP/ref"; A=$NODE_PID
 node refB IN1 "$IT_TMP/ref"; B=$NODE_PID
 finish_node refA $A 0
@@ -86,7 +92,7 @@ REF=$(test_acc "$IT_TMP/refA.out")
 echo "    ref test_acc $REF"
 
 echo "elastic_nodes: a. kill node B after epoch 1, start it again once A trains alone"
-PORT=$((PORT + 1))
+next_job
 node a_A IN0 "$IT_TMP/a"; A=$NODE_PID
 node a_B IN1 "$IT_TMP/a"; B=$NODE_PID
 if wait_for "$IT_TMP/a_A.out" "epoch 1 done" 60; then
@@ -95,6 +101,9 @@ if wait_for "$IT_TMP/a_A.out" "epoch 1 done" 60; then
     T0=$(now_ms)
     if wait_for "$IT_TMP/a_A.out" "elastic round 1: 1 node" 60; then
         echo "    A re-formed alone $(( $(now_ms) - T0 )) ms after the kill (keepalive 10 s + last call 2 s)"
+        # B comes back once A's lone worker trains (resumed), so the join is
+        # a stop at a step boundary, not a worker stopped in its setup.
+        wait_for "$IT_TMP/a_A.out" "lt: resumed from" 60
         node a_B2 IN1 "$IT_TMP/a"; B2=$NODE_PID
         finish_node a_A $A 0
         finish_node a_B2 $B2 0
@@ -124,7 +133,7 @@ check "a: final test accuracy within 1 pp of ref ($ACC vs $REF)" \
     awk -v a="${ACC:-0}" -v b="${REF:-1}" 'BEGIN { d = a - b; exit !(d <= 0.01 && d >= -0.01 && a > 0.5) }'
 
 echo "elastic_nodes: b. kill node B after epoch 1; A finishes alone"
-PORT=$((PORT + 1))
+next_job
 node b_A IN0 "$IT_TMP/b"; A=$NODE_PID
 node b_B IN1 "$IT_TMP/b"; B=$NODE_PID
 if wait_for "$IT_TMP/b_A.out" "epoch 1 done" 60; then
@@ -140,7 +149,7 @@ check "b: round 1 has 1 node" contains "$IT_TMP/b_A.out" "elastic round 1: 1 nod
 check "b: A trained to the last epoch" contains "$IT_TMP/b_A.out" "epoch $((EPOCHS - 1)) done"
 
 echo "elastic_nodes: c. --max-restarts 0: kill node B; A gives up"
-PORT=$((PORT + 1))
+next_job
 node c_A IN0 "$IT_TMP/c" --max-restarts 0; A=$NODE_PID
 node c_B IN1 "$IT_TMP/c" --max-restarts 0; B=$NODE_PID
 if wait_for "$IT_TMP/c_A.out" "epoch 0 done" 60; then
@@ -166,6 +175,15 @@ refused d_range "launcher.nnodes = '3:1' (--nnodes): expected MIN:MAX" --nnodes 
 refused d_rank "launcher.node_rank is set (--node-rank).*drop --node-rank" --nnodes 1:2 --node-rank 1 \
     --rdzv-endpoint 127.0.0.1:29799
 refused d_endpoint "launcher.rdzv_endpoint = '127.0.0.1:x'" --nnodes 1:2 --rdzv-endpoint 127.0.0.1:x
+refused d_max "launcher.nnodes = '1:600' (--nnodes): expected MIN:MAX with 1 <= MIN <= MAX <= 512" --nnodes 1:600 \
+    --rdzv-endpoint 127.0.0.1:29799
+# No port in the endpoint: torchrun's default, 29400 (when free here).
+if ! (exec 3<>/dev/tcp/127.0.0.1/29400) 2>/dev/null; then
+    run_ltrun d_noport "${BASE[@]}" --strategy ddp --devices 1 --max-steps 3 --no-test --nnodes 1:1 \
+        --rdzv-endpoint 127.0.0.1 --rdzv-id "noport$$" --set launcher.last_call_s=0 --default-root-dir "$IT_TMP/d_noport"
+    check "d_noport: an endpoint without a port trains (got $RC)" [ "$RC" -eq 0 ]
+    check "d_noport: on port 29400" contains "$IT_TMP/d_noport.out" "rendezvous at 127.0.0.1:29400"
+fi
 P=$("$TCP_PORT" free)
 "$LTRUN" "${BASE[@]}" "${COMMON[@]}" --nnodes 2:2 --rdzv-endpoint 127.0.0.1:$P --rdzv-id one \
     --set launcher.join_timeout_s=30 --default-root-dir "$IT_TMP/d_one" >"$IT_TMP/d_one.out" 2>"$IT_TMP/d_one.err" &
@@ -174,6 +192,11 @@ IT_PIDS+=($ONE)
 wait_for "$IT_TMP/d_one.out" "joining round 0" 20
 refused d_id "belongs to elastic job 'one', this node was started for 'two'" --nnodes 2:2 \
     --rdzv-endpoint 127.0.0.1:$P --rdzv-id two
+# The job's worker count is the first node's: another is refused before it joins.
+run_ltrun d_nproc "${BASE[@]}" --strategy ddp --devices 2 --max-epochs 1 --nnodes 2:2 --rdzv-endpoint 127.0.0.1:$P \
+    --rdzv-id one --default-root-dir "$IT_TMP/d_nproc"
+check "d_nproc: exit 2 (got $RC)" [ "$RC" -eq 2 ]
+check "d_nproc: says the job runs 1 worker per node" contains "$IT_TMP/d_nproc.err" "runs 1 worker per node, this node 2"
 kill $ONE
 wait_exit $ONE 5000
 check "d: the waiting node ends on SIGTERM (got $RC)" [ "$RC" -eq 143 ]
