@@ -10,7 +10,8 @@
 #
 # From the repository root or anywhere; with the device tool: command
 # "bash tests/gpu/run.sh", carry [".debs"] when that machine lacks lt's
-# Debian packages (../shared/offline/README.md: pack.sh fills .debs/).
+# Debian packages (bash tests/gpu/pack_debs.sh fills .debs/ here first:
+# ../shared/offline/pack.sh's packages, jansson and pkg-config, unpack.sh).
 #
 # Steps, each reported ok / FAILED / skipped (with why) as it ends:
 #  1. dependencies: what lt builds against, found on the machine or, when

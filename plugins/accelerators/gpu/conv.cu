@@ -5,9 +5,8 @@
  * needs, so no two threads write one element (no atomics, and the same
  * bits on every run). col2im and max_pool_bwd visit their contributions in
  * the order the cpu plugin adds them (kernel row, then column; outputs in
- * index order), so f32 and f64 give its bits; a 16-bit col2im sums in fp32
- * and rounds once, a 16-bit max_pool_bwd rounds at each addition as the
- * cpu one does. max_pool_bwd assumes each argmax lies in its own window,
+ * index order); a 16-bit col2im or max_pool_bwd sums in fp32 and rounds
+ * once, as the cpu one does. max_pool_bwd assumes each argmax lies in its own window,
  * as max_pool_fwd makes them (it looks for an element's contributions
  * among the windows covering it). */
 #include <stdint.h>
@@ -104,16 +103,16 @@ __global__ void k_pool_bwd(const T *dy, const int32_t *arg, lt_conv_geom g, T *d
     GPU_LOOP(e, total) {
         int64_t ix = e % g.w, iy = (e / g.w) % g.h, p = e / (g.w * g.h);
         int32_t self = (int32_t)(iy * g.w + ix);
-        T acc = beta == 0 ? N::st(0) : beta == 1 ? dx[e] : N::st(beta * N::ld(dx[e]));
+        typename N::C acc = beta == 0 ? (typename N::C)0 : beta == 1 ? N::ld(dx[e]) : beta * N::ld(dx[e]);
         int64_t oy0, oy1, ox0, ox1;
         covering(iy, g.ph, g.kh, g.sh, g.oh, &oy0, &oy1);
         covering(ix, g.pw, g.kw, g.sw, g.ow, &ox0, &ox1);
         for (int64_t oy = oy0; oy <= oy1; oy++)
             for (int64_t ox = ox0; ox <= ox1; ox++) {
                 int64_t o = p * per + oy * g.ow + ox;
-                if (arg[o] == self) acc = N::st(N::ld(acc) + N::ld(dy[o]));
+                if (arg[o] == self) acc += N::ld(dy[o]);
             }
-        dx[e] = acc;
+        dx[e] = N::st(acc); /* 16-bit: summed in fp32, rounded once (accelerator.h) */
     }
 }
 

@@ -1,6 +1,11 @@
 /* Device discovery in a forked child (see discover.h for why). */
+#define _GNU_SOURCE /* pipe2 */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +14,12 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 #include "discover.h"
+
+#define PROBE_TIMEOUT_MS 60000 /* a driver wedged in its initialisation must not hang the launcher */
+#ifndef LT_GPU_MIN_MAJOR
+#define LT_GPU_MIN_MAJOR 8 /* CMake passes the oldest of CMAKE_CUDA_ARCHITECTURES */
+#endif
+#define MIN_MAJOR LT_GPU_MIN_MAJOR
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static gpu_probe cached;
@@ -37,15 +48,26 @@ static void probe_here(gpu_probe *p) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e == cudaSuccess && count > 0) {
-        p->count = count;
+        /* A device older than the code built for would take setup and then
+         * fail every launch (no kernel image): not counted as usable. */
+        int major = 0, minor = 0;
         for (int d = 0; d < count && d < GPU_PROBE_DEVICES; d++) {
             struct cudaDeviceProp prop;
-            if (cudaGetDeviceProperties(&prop, d) == cudaSuccess)
+            if (cudaGetDeviceProperties(&prop, d) == cudaSuccess) {
                 snprintf(p->name[d], sizeof p->name[d], "%s", prop.name);
+                major = prop.major, minor = prop.minor;
+                if (prop.major < MIN_MAJOR) break;
+            }
             if (cudaDeviceGetPCIBusId(p->bus[d], (int)sizeof p->bus[d], d) != cudaSuccess)
                 p->bus[d][0] = 0;
+            p->count = d + 1;
         }
         cudaGetLastError();
+        if (p->count == 0)
+            snprintf(p->why, sizeof p->why,
+                     "GPU 0 (%s) has compute capability %d.%d; this plugin was built for %d.0 and newer: "
+                     "rebuild with -DCMAKE_CUDA_ARCHITECTURES=native (or its sm number)",
+                     p->name[0], major, minor, MIN_MAJOR);
         return;
     }
     cudaGetLastError();
@@ -68,9 +90,27 @@ static void probe_here(gpu_probe *p) {
                  cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-static bool read_all(int fd, void *buf, size_t n) {
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* All n bytes within PROBE_TIMEOUT_MS; *timed_out when the time ran out. */
+static bool read_all(int fd, void *buf, size_t n, bool *timed_out) {
     char *c = buf;
+    long long end = now_ms() + PROBE_TIMEOUT_MS;
+    *timed_out = false;
     while (n > 0) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        long long left = end - now_ms();
+        if (left <= 0) {
+            *timed_out = true;
+            return false;
+        }
+        int pr = poll(&pf, 1, (int)left);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) continue; /* the deadline is checked above */
         ssize_t r = read(fd, c, n);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) return false;
@@ -88,7 +128,9 @@ static bool read_all(int fd, void *buf, size_t n) {
  * stdio buffers. */
 static int probe_in_child(gpu_probe *p) {
     int fds[2];
-    if (pipe(fds) != 0) return 0;
+    /* close-on-exec: another thread's fork + exec must not hold the write
+     * end, or a dead probe would never read as dead */
+    if (pipe2(fds, O_CLOEXEC) != 0) return 0;
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);
@@ -113,17 +155,20 @@ static int probe_in_child(gpu_probe *p) {
         _exit(0);
     }
     close(fds[1]);
-    bool ok = read_all(fds[0], p, sizeof *p);
+    bool timed_out;
+    bool ok = read_all(fds[0], p, sizeof *p, &timed_out);
     close(fds[0]);
+    if (timed_out) kill(pid, SIGKILL);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     if (!ok) {
         memset(p, 0, sizeof *p);
         snprintf(p->why, sizeof p->why,
-                 "the GPU probe (a child process asking the CUDA runtime for devices) died "
-                 "without answering%s; check the driver with nvidia-smi",
-                 WIFSIGNALED(status) ? " (killed by a signal)" : "");
+                 "the GPU probe (a child process asking the CUDA runtime for devices) %s; check the "
+                 "driver with nvidia-smi",
+                 timed_out ? "did not answer within 60 s"
+                 : WIFSIGNALED(status) ? "died without answering (killed by a signal)" : "died without answering");
         return -1;
     }
     p->why[sizeof p->why - 1] = 0;
@@ -138,7 +183,12 @@ const gpu_probe *gpu_discover(void) {
     pthread_mutex_lock(&lock);
     if (!have_cached) {
         gpu_probe *p = malloc(sizeof *p);
-        if (p && (cuda_up || probe_in_child(p) == 0)) probe_here(p); /* no fork: ask here */
+        /* No fork: ask here. A child that found CUDA unable to initialise may
+         * only have inherited a parent whose CUDA was already up (another
+         * library started it): asked here, that is no longer in the way. */
+        if (p && (cuda_up || probe_in_child(p) == 0 ||
+                  (p->count == 0 && strstr(p->why, "failed to initialise"))))
+            probe_here(p);
         if (p) {
             cached = *p;
             have_cached = true;

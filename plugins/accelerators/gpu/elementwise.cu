@@ -87,7 +87,8 @@ extern "C" void gpu_add_bias(lt_ctx *ctx, lt_dtype t, void *y, const void *bias,
 }
 
 /* One thread per column, rows added in order onto beta * out: the cpu
- * kernel's order, so f32 and f64 give its bits; 16-bit sums stay in fp32
+ * kernel's order (nvcc may fuse a multiply and an add, so the last bit
+ * can differ; the ABI asks for no more); 16-bit sums stay in fp32
  * and are rounded once. Neighbouring threads read neighbouring columns, so
  * every row is read coalesced. */
 template <class T>

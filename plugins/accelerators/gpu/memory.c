@@ -176,6 +176,7 @@ lt_status gpu_copy(lt_ctx *ctx, void *dst, const void *src, size_t bytes, lt_cop
         e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, st);
     }
     if (e != cudaSuccess) {
+        cudaGetLastError(); /* reported here: not left for the next kernel's launch check to blame on it */
         static const char *const names[] = {"", "H2D", "D2H", "D2D", "H2H"};
         lt_set_error(ctx, "gpu accelerator: %s copy of %zu bytes failed: %s (%s)", names[dir],
                      bytes, cudaGetErrorString(e), cudaGetErrorName(e));

@@ -61,6 +61,7 @@ void gpu_bad_dtype(lt_ctx *ctx, const char *kernel, lt_dtype t, const char *take
 bool gpu_check(lt_ctx *ctx, int err, const char *what) {
     if (err == cudaSuccess) return false;
     cudaError_t e = (cudaError_t)err;
+    cudaGetLastError(); /* reported now; the next launch check must not blame its kernel for it */
     gpu_fail(ctx, LT_ERR_PLUGIN, "gpu %s: %s (%s)", what, cudaGetErrorString(e),
              cudaGetErrorName(e));
     return true;
@@ -107,7 +108,8 @@ static gpu_thread *slot_new(lt_ctx *ctx, gpu_state *s) {
     cudaError_t e = cudaMalloc(&th->scratch, GPU_SCRATCH_BYTES + sizeof(gpu_kerr));
     if (e == cudaSuccess) {
         th->kerr = (gpu_kerr *)((char *)th->scratch + GPU_SCRATCH_BYTES);
-        e = cudaMemset(th->kerr, 0, sizeof(gpu_kerr));
+        e = cudaMemsetAsync(th->kerr, 0, sizeof(gpu_kerr), cudaStreamPerThread); /* the thread's stream (ABI 1.6) */
+        if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamPerThread);
     }
     if (e == cudaSuccess)
         e = cudaHostAlloc((void **)&th->host, sizeof *th->host,
