@@ -20,6 +20,7 @@
 #ifndef LT_GPU_INTERNAL_H
 #define LT_GPU_INTERNAL_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include "lt/accelerator.h"
 
@@ -68,6 +69,7 @@ typedef struct gpu_thread {
     gpu_host_block *host;       /* mapped pinned, read by the host after a sync */
     gpu_host_block *host_dev;   /* the same memory as the device addresses it */
     struct gpu_thread *next;    /* the owner's list of slots */
+    pthread_t tid;              /* the thread it belongs to (found again after a cache eviction) */
 } gpu_thread;
 
 /* The calling thread's slot for ctx's state, with the thread's current

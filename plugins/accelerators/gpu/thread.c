@@ -123,9 +123,21 @@ static gpu_thread *slot_new(lt_ctx *ctx, gpu_state *s) {
         slot_free(th);
         return NULL;
     }
+    th->tid = pthread_self();
     pthread_mutex_lock(&s->lock);
     th->next = s->threads;
     s->threads = th;
+    pthread_mutex_unlock(&s->lock);
+    return th;
+}
+
+/* The calling thread's slot of s made earlier, if its cache entry was
+ * evicted (a thread using more than TLS_SLOTS contexts): one slot per
+ * thread and context, never a second cuBLAS handle and workspace. */
+static gpu_thread *slot_find(gpu_state *s) {
+    pthread_mutex_lock(&s->lock);
+    gpu_thread *th = s->threads;
+    while (th && !pthread_equal(th->tid, pthread_self())) th = th->next;
     pthread_mutex_unlock(&s->lock);
     return th;
 }
@@ -139,7 +151,8 @@ gpu_thread *gpu_enter(lt_ctx *ctx) {
     if (!bind_device(ctx, s)) return NULL;
     for (unsigned i = 0; i < TLS_SLOTS; i++)
         if (tls_cache[i].state == s && tls_cache[i].serial == s->serial) return tls_cache[i].th;
-    gpu_thread *th = slot_new(ctx, s);
+    gpu_thread *th = slot_find(s);
+    if (!th) th = slot_new(ctx, s);
     if (!th) return NULL;
     unsigned i = 0;
     while (i < TLS_SLOTS && tls_cache[i].state) i++;
