@@ -311,6 +311,9 @@ typedef struct core_key {
 static const core_key core_keys[] = {
     {"trainer", "accelerator", S, "auto", "cpu, gpu or auto (gpu when one is available)", ANY},
     {"trainer", "devices", S, "auto", "count, -1 for all, a list like [0, 2], or auto", ANY},
+    {"trainer", "auto_select_gpus", B, "false",
+     "with devices = a count k: the first k devices no other process uses (Lightning's auto_select_gpus, for "
+     "GPUs in exclusive mode); the launcher passes the chosen list to its workers", ANY},
     {"trainer", "strategy", S, "auto", "single_device, dp, ddp, ddp_spawn, ddp2, bagua or a plugin", ANY},
     {"trainer", "num_nodes", I, "1", "number of machines", {IN(1, INT_TOP)}},
     {"trainer", "precision", S, "32-true", "32-true, 16-mixed, bf16-mixed, 64-true ...", ANY},

@@ -224,13 +224,9 @@ lt_status lt_devices_parse(const char *text, const char *accelerator, int availa
                available, LT_MAX_DEVICES);
         return LT_ERR_INVALID;
     }
+    /* Every accelerator but cpu has devices to index, as gpu does: a third
+     * party's too (its device_count gives `available`). */
     bool cpu = strcasecmp(accelerator, "cpu") == 0;
-    bool gpu = strcasecmp(accelerator, "gpu") == 0 || strcasecmp(accelerator, "cuda") == 0;
-    if (!cpu && !gpu) {
-        seterr(err, errlen, "devices=%s: cannot be resolved for accelerator '%s'; use "
-               "accelerator=cpu or gpu", text, accelerator);
-        return LT_ERR_INVALID;
-    }
     spec s;
     LT_CHECK(parse_spec(text, &s, err, errlen));
     lt_device_list res;

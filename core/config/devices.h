@@ -17,7 +17,8 @@ typedef struct lt_device_list {
  *   "3" -> [0,1,2]; "-1" -> all; "[0]" / "0," -> [0]; "[1, 3]" / "1, 3" -> [1,3];
  *   "auto" -> all GPUs on gpu, 1 on cpu.
  * List order is kept. On cpu an integer is a number of processes; lists and
- * -1 are errors there.
+ * -1 are errors there. Any other accelerator (a third party's) is read as
+ * gpu is: device indices below `available`.
  * Errors (LT_ERR_INVALID, one line in err naming the value and the fix):
  * empty/malformed, duplicates, indices >= available, negative other than -1,
  * 0 devices on gpu, more devices than available. *out is written only on

@@ -25,6 +25,7 @@ typedef struct lt_launch_info {
     int keepalive_s;            /* launcher.keepalive_timeout_s */
     int batch_size, accumulate; /* data.batch_size, trainer.accumulate_grad_batches: the effective batch */
     char lr_scaling[16];        /* optimizer.lr_scaling, for the membership line */
+    char devices[1100];         /* auto_select_gpus chose these ("[1, 3]"): the workers get them; "" otherwise */
 } lt_launch_info;
 
 /* One 64-byte slot per local worker in a shared file whose descriptor the

@@ -385,22 +385,28 @@ void launcher_supervise(launcher *L, outcome *o) {
 
 /* Starts the whole group; on failure stops those already started. */
 int launcher_start_group(launcher *L, int restart, const char *resume) {
-    char **args = calloc((size_t)L->argc + 5, sizeof *args);
+    char **args = calloc((size_t)L->argc + 9, sizeof *args);
     char nodes[16];
+    int extra = L->argc;
     if (!args) {
         launcher_say("error: out of memory");
         return -1;
     }
     for (int i = 0; i < L->argc; i++) args[i] = L->argv[i];
     if (resume && *resume) {
-        args[L->argc] = "--ckpt-path"; /* the last --ckpt-path wins */
-        args[L->argc + 1] = (char *)resume;
+        args[extra++] = "--ckpt-path"; /* the last --ckpt-path wins */
+        args[extra++] = (char *)resume;
     }
     if (L->poll) { /* elastic: this round's node count (the last --num-nodes wins too) */
-        int k = L->argc + (resume && *resume ? 2 : 0);
         snprintf(nodes, sizeof nodes, "%d", L->num_nodes);
-        args[k] = "--num-nodes";
-        args[k + 1] = nodes;
+        args[extra++] = "--num-nodes";
+        args[extra++] = nodes;
+    }
+    if (L->info->devices[0]) { /* auto_select_gpus chose here, once for every worker */
+        args[extra++] = "--devices";
+        args[extra++] = (char *)L->info->devices;
+        args[extra++] = "--set";
+        args[extra++] = "trainer.auto_select_gpus=false";
     }
     memset(L->slots, 0, L->slots_len);
     pid_t parent = getpid();

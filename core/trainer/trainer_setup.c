@@ -139,6 +139,46 @@ static lt_status pick_accelerator(lt_run *r) {
     return load_plugin(r, &r->accel, LT_KIND_ACCELERATOR, "cpu", "trainer.accelerator");
 }
 
+/* Lightning's auto_select_gpus: trainer.devices = k picks the first k
+ * devices the accelerator says no other process uses (device_in_use; NVML
+ * on gpu). A launcher passes the list it chose to its workers as --devices
+ * (launch_info.devices), so they never choose again while their peers
+ * already hold GPUs. */
+static lt_status auto_select(lt_run *r, int available) {
+    bool on = false;
+    lt_config_bool(r->config, "trainer", "auto_select_gpus", &on, NULL, 0);
+    if (!on) return LT_OK;
+    const char *spec = cfg(r, "trainer", "devices");
+    char *end;
+    long k = strtol(spec, &end, 10);
+    if (!strcasecmp(r->accel.ctx.name, "cpu") || *end || k < 1)
+        return lt_run_fail(r, LT_ERR_INVALID, "trainer.auto_select_gpus = true picks which devices of an accelerator "
+                           "with devices (not cpu) to use: give trainer.devices as a count k, not '%s' (%s) on %s",
+                           spec, lt_config_origin(r->config, "trainer", "devices"), r->accel.ctx.name);
+    int chosen = 0;
+    char busy[512] = "", ids[512] = "";
+    size_t nb = 0, ni = 0;
+    for (int d = 0; d < available && chosen < k; d++) {
+        bool used = false;
+        lt_status st = LT_ACC(r)->device_in_use(&r->accel.ctx, d, &used);
+        if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "device_in_use", st);
+        if (used) {
+            if (nb < sizeof busy) nb += (size_t)snprintf(busy + nb, sizeof busy - nb, "%s%d", nb ? ", " : "", d);
+            continue;
+        }
+        r->devices.ids[chosen++] = d;
+        if (ni < sizeof ids) ni += (size_t)snprintf(ids + ni, sizeof ids - ni, "%s%d", ni ? ", " : "", d);
+    }
+    if (chosen < k)
+        return lt_run_fail(r, LT_ERR_NOT_FOUND, "trainer.auto_select_gpus: %ld device%s asked (trainer.devices), %d of "
+                           "%d free (in use by other processes: %s); lower trainer.devices or wait for a device",
+                           k, k == 1 ? "" : "s", chosen, available, nb ? busy : "none");
+    r->devices.count = chosen;
+    lt_log(NULL, LT_LOG_INFO, "auto_select_gpus: devices [%s]%s%s%s", ids, nb ? " (in use by other processes: " : "",
+           busy, nb ? ")" : "");
+    return LT_OK;
+}
+
 static lt_status pick_devices(lt_run *r) {
     const lt_accelerator_desc *a = LT_ACC(r);
     bool avail = false;
@@ -157,7 +197,7 @@ static lt_status pick_devices(lt_run *r) {
     st = lt_devices_parse(cfg(r, "trainer", "devices"), r->accel.ctx.name, count, &r->devices, err, sizeof err);
     if (st != LT_OK)
         return lt_run_fail(r, st, "trainer.devices (%s): %s", lt_config_origin(r->config, "trainer", "devices"), err);
-    return LT_OK;
+    return auto_select(r, count);
 }
 
 static lt_status pick_precision(lt_run *r) {
@@ -383,6 +423,14 @@ static void read_launch_info(lt_trainer *t) {
     out->batch_size = (int)t->opt.data.batch_size;
     out->accumulate = (int)t->opt.loop.accumulate;
     snprintf(out->lr_scaling, sizeof out->lr_scaling, "%s", cfg(r, "optimizer", "lr_scaling"));
+    bool sel = false;
+    lt_config_bool(r->config, "trainer", "auto_select_gpus", &sel, NULL, 0);
+    if (sel) {
+        size_t n = (size_t)snprintf(out->devices, sizeof out->devices, "[");
+        for (int i = 0; i < r->devices.count && n < sizeof out->devices; i++)
+            n += (size_t)snprintf(out->devices + n, sizeof out->devices - n, "%s%d", i ? ", " : "", r->devices.ids[i]);
+        if (n < sizeof out->devices) snprintf(out->devices + n, sizeof out->devices - n, "]");
+    }
 }
 
 /* launcher.nnodes "MIN:MAX" (or "N", as N:N) and launcher.rdzv_endpoint

@@ -110,7 +110,8 @@ static void test_gpu_errors(void) {
     expect_error("2", "gpu", 0, "devices=2: no GPUs are available; use accelerator=cpu");
     expect_error("-1", "gpu", 0, "devices=-1: no GPUs are available");
     expect_error("auto", "gpu", 0, "devices=auto: no GPUs are available");
-    expect_error("2", "tpu", 4, "accelerator 'tpu'; use accelerator=cpu or gpu");
+    expect_error("5", "tpu", 4, "devices=5: only 4 GPUs are available (0-3)"); /* read as gpu is */
+    expect("[3, 1]", "tpu", 4, 2, (const int[]){3, 1});
 }
 
 static void test_bad_arguments(void) {
