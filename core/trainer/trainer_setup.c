@@ -555,6 +555,10 @@ static lt_status read_requeue(lt_trainer *t) {
         if (!strcasecmp(bare, sigs[i].name)) t->requeue_signal = sigs[i].sig;
     if (!t->requeue_signal)
         return lt_run_fail(r, LT_ERR_INVALID, "environment.requeue_signal = '%s': use USR1, USR2, TERM, HUP or INT", name);
+    const char *el = getenv("LT_ELASTIC");
+    if (t->requeue_signal == SIGUSR2 && el && !strcmp(el, "1"))
+        return lt_run_fail(r, LT_ERR_INVALID, "environment.requeue_signal = '%s': elastic ltrun (--nnodes MIN:MAX) stops "
+                           "its workers with SIGUSR2 when nodes change; use USR1 (or TERM, HUP, INT)", name);
     snprintf(t->requeue_command, sizeof t->requeue_command, "%s", lt_param_str(&r->env.ctx, "requeue_command", ""));
     return LT_OK;
 }
