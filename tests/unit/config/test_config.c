@@ -692,7 +692,7 @@ static void test_defaults_obey_rules(void) {
 /* Keys nothing read are gone (unknown key, like any typo); trainer.deterministic
  * stays, documented as accepted because lt is always deterministic. */
 static void test_removed_keys(void) {
-    const char *gone[] = {"trainer.val_check_interval=0.5", "trainer.auto_select_gpus=true",
+    const char *gone[] = {"trainer.val_check_interval=0.5",
                           "data.num_workers=4", "checkpoint.every_n_epochs=2",
                           "checkpoint.filename=best"};
     for (size_t k = 0; k < sizeof gone / sizeof gone[0]; k++) {
