@@ -220,7 +220,8 @@ static lt_status pick_strategy(lt_run *r) {
     const char *s = cfg(r, "trainer", "strategy");
     int64_t nodes = 1;
     lt_config_int(r->config, "trainer", "num_nodes", &nodes, NULL, 0);
-    if (!strcasecmp(s, "auto")) s = (r->devices.count > 1 || nodes > 1) ? "ddp" : "single_device";
+    bool elastic = *cfg(r, "launcher", "nnodes"); /* --nnodes MIN:MAX: several nodes, maybe */
+    if (!strcasecmp(s, "auto")) s = (r->devices.count > 1 || nodes > 1 || elastic) ? "ddp" : "single_device";
     LT_CHECK(load_plugin(r, &r->strategy, LT_KIND_STRATEGY, s, "trainer.strategy"));
     /* Asked after the path:symbol overrides, so launch_kind can be one. */
     LT_CHECK(apply_overrides(r, &r->strategy, LT_KIND_STRATEGY));
@@ -670,6 +671,13 @@ lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out) {
      * lt_config_validate; what is left involves two keys, and matters only
      * when lt starts the processes: under srun, mpirun or torchrun the
      * environment plugin gives the node and the port. */
+    if (!external && !out->launch && *cfg(r, "launcher", "nnodes")) {
+        lt_set_error(NULL, "launcher.nnodes = '%s' (%s) makes an elastic job of several processes, but strategy '%s' "
+                     "starts none; use --strategy ddp (or another that launches workers) or drop --nnodes",
+                     cfg(r, "launcher", "nnodes"), lt_config_origin(r->config, "launcher", "nnodes"),
+                     r->strategy.ctx.name);
+        return LT_ERR_INVALID;
+    }
     if (external || !out->launch) return LT_OK; /* the strategy judges num_nodes for itself (dp refuses) */
     st = read_elastic(r, out);
     if (st != LT_OK || out->min_nodes > 0) return st;

@@ -22,7 +22,9 @@
 #   d. bad input, refused before anything starts (exit 2, one line naming
 #      the key): --nnodes 3:1 and 1:600, --nnodes 1:2 with --node-rank, a bad
 #      endpoint, a node whose --rdzv-id differs from the job's, a node with
-#      another worker count; an endpoint without a port uses 29400.
+#      another worker count, a strategy that starts no workers; an
+#      endpoint without a port uses 29400; one node of 1:2 starts alone
+#      after last_call_s; fewer than MIN within join_timeout_s gives up.
 # No worker is left behind in any case.
 source "$(dirname "$0")/common.sh"
 it_init elastic_nodes "$@"
@@ -177,6 +179,20 @@ refused d_rank "launcher.node_rank is set (--node-rank).*drop --node-rank" --nno
 refused d_endpoint "launcher.rdzv_endpoint = '127.0.0.1:x'" --nnodes 1:2 --rdzv-endpoint 127.0.0.1:x
 refused d_max "launcher.nnodes = '1:600' (--nnodes): expected MIN:MAX with 1 <= MIN <= MAX <= 512" --nnodes 1:600 \
     --rdzv-endpoint 127.0.0.1:29799
+refused d_single "strategy 'single_device' starts none" --strategy single_device --nnodes 1:2 \
+    --rdzv-endpoint 127.0.0.1:29799
+# MIN nodes start the job once last_call_s passed without more.
+P=$("$TCP_PORT" free)
+run_ltrun d_alone "${BASE[@]}" --strategy ddp --devices 1 --max-steps 3 --no-test --nnodes 1:2 \
+    --rdzv-endpoint 127.0.0.1:$P --rdzv-id "alone$$" --set launcher.last_call_s=1 --default-root-dir "$IT_TMP/d_alone"
+check "d_alone: MIN = 1 node trains alone (got $RC)" [ "$RC" -eq 0 ]
+check "d_alone: round 0 had 1 node of 1..2" contains "$IT_TMP/d_alone.out" "elastic round 0: 1 node (1..2)"
+# Fewer than MIN within join_timeout_s: the node gives up, saying so.
+P=$("$TCP_PORT" free)
+run_ltrun d_timeout "${BASE[@]}" --strategy ddp --devices 1 --max-steps 3 --nnodes 2:2 \
+    --rdzv-endpoint 127.0.0.1:$P --rdzv-id "late$$" --set launcher.join_timeout_s=2 --default-root-dir "$IT_TMP/d_timeout"
+check "d_timeout: exit 1 (got $RC)" [ "$RC" -eq 1 ]
+check "d_timeout: names launcher.join_timeout_s" contains "$IT_TMP/d_timeout.err" "waited 2 s (launcher.join_timeout_s)"
 # No port in the endpoint: torchrun's default, 29400 (when free here).
 if ! (exec 3<>/dev/tcp/127.0.0.1/29400) 2>/dev/null; then
     run_ltrun d_noport "${BASE[@]}" --strategy ddp --devices 1 --max-steps 3 --no-test --nnodes 1:1 \

@@ -3,36 +3,18 @@
  * rest; f16 and bf16 through fp32 (gemm_lowp.c). */
 #include <cblas.h>
 #include <limits.h>
+#include "common/kernel_args.h"
 #include "gemm_lowp.h"
-
-static int64_t max1(int64_t x) { return x > 1 ? x : 1; }
 
 /* CBLAS takes int sizes, and OpenBLAS prints to stderr (xerbla) instead of
  * failing when a leading dimension is too small; both become a parked
  * LT_ERR_INVALID here so the caller learns of it at synchronize. */
 static bool gemm_args_ok(lt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                          int64_t lda, int64_t ldb, int64_t ldc) {
-    if (m < 0 || n < 0 || k < 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX ||
-        ldb > INT_MAX || ldc > INT_MAX) {
-        cpu_fail(ctx, LT_ERR_INVALID,
-                 "cpu gemm: sizes m=%lld n=%lld k=%lld (lda=%lld ldb=%lld ldc=%lld) are negative "
-                 "or exceed OpenBLAS's 32-bit interface",
-                 (long long)m, (long long)n, (long long)k, (long long)lda, (long long)ldb,
-                 (long long)ldc);
-        return false;
-    }
-    /* Row-major: A is stored m x k (or k x m when transposed), B k x n (or n x k). */
-    int64_t need_a = max1(ta ? m : k), need_b = max1(tb ? k : n), need_c = max1(n);
-    if (lda < need_a || ldb < need_b || ldc < need_c) {
-        cpu_fail(ctx, LT_ERR_INVALID,
-                 "cpu gemm: leading dimensions lda=%lld ldb=%lld ldc=%lld are below the row "
-                 "lengths %lld %lld %lld (ta=%d tb=%d m=%lld n=%lld k=%lld)",
-                 (long long)lda, (long long)ldb, (long long)ldc, (long long)need_a,
-                 (long long)need_b, (long long)need_c, ta, tb, (long long)m, (long long)n,
-                 (long long)k);
-        return false;
-    }
-    return true;
+    char msg[512];
+    if (lt_gemm_args_ok("cpu gemm", "OpenBLAS's", ta, tb, m, n, k, lda, ldb, ldc, msg, sizeof msg)) return true;
+    cpu_fail(ctx, LT_ERR_INVALID, "%s", msg);
+    return false;
 }
 
 void cpu_sgemm_f32(cpu_state *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,

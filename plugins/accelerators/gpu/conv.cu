@@ -11,6 +11,7 @@
  * among the windows covering it). */
 #include <stdint.h>
 #include "gpu_cuda.cuh"
+#include "common/kernel_args.h"
 
 /* The interval of output indices o with o*s - p + k inside [0, len) for
  * some k in [0, kn), of those whose window covers input index x:
@@ -146,26 +147,10 @@ static void pool_bwd_t(lt_ctx *ctx, const void *dy, const int32_t *arg, const lt
 /* Geometry that would index outside the buffers is a caller bug: parked
  * as an error naming the failed condition (the cpu plugin's checks). */
 static bool geom_ok(lt_ctx *ctx, const char *kernel, const lt_conv_geom *g, bool pool) {
-    const char *why = NULL;
-    if (g->c < 1 || g->h < 1 || g->w < 1 || g->kh < 1 || g->kw < 1 || g->sh < 1 || g->sw < 1 ||
-        g->ph < 0 || g->pw < 0)
-        why = "c, h, w, kernel and stride must be >= 1 and padding >= 0";
-    else if (g->h + 2 * g->ph < g->kh || g->w + 2 * g->pw < g->kw)
-        why = "the kernel is larger than the padded input";
-    else if (g->oh != (g->h + 2 * g->ph - g->kh) / g->sh + 1 ||
-             g->ow != (g->w + 2 * g->pw - g->kw) / g->sw + 1)
-        why = "oh/ow must be (h + 2 ph - kh) / sh + 1 and (w + 2 pw - kw) / sw + 1 "
-              "(lt_conv_geom in lt/accelerator.h)";
-    else if (pool && g->h * g->w > INT32_MAX)
-        why = "a plane has more than 2^31 - 1 elements (argmax is int32)";
-    if (why)
-        gpu_fail(ctx, LT_ERR_INVALID,
-                 "gpu %s: geometry c=%lld h=%lld w=%lld kernel %lldx%lld stride %lldx%lld "
-                 "padding %lldx%lld output %lldx%lld: %s",
-                 kernel, (long long)g->c, (long long)g->h, (long long)g->w, (long long)g->kh,
-                 (long long)g->kw, (long long)g->sh, (long long)g->sw, (long long)g->ph,
-                 (long long)g->pw, (long long)g->oh, (long long)g->ow, why);
-    return !why;
+    char msg[512];
+    if (lt_conv_geom_ok("gpu", kernel, g, pool, msg, sizeof msg)) return true;
+    gpu_fail(ctx, LT_ERR_INVALID, "%s", msg);
+    return false;
 }
 
 extern "C" void gpu_im2col(lt_ctx *ctx, lt_dtype t, const void *x, const lt_conv_geom *g,

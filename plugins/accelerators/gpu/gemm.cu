@@ -15,31 +15,14 @@
 #include <limits.h>
 #include <cublas_v2.h>
 #include "gpu_cuda.cuh"
-
-static int64_t max1(int64_t x) { return x > 1 ? x : 1; }
+#include "common/kernel_args.h"
 
 static bool gemm_args_ok(lt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                          int64_t lda, int64_t ldb, int64_t ldc) {
-    if (m < 0 || n < 0 || k < 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX ||
-        ldb > INT_MAX || ldc > INT_MAX) {
-        gpu_fail(ctx, LT_ERR_INVALID,
-                 "gpu gemm: sizes m=%lld n=%lld k=%lld (lda=%lld ldb=%lld ldc=%lld) are negative "
-                 "or exceed cuBLAS's 32-bit interface",
-                 (long long)m, (long long)n, (long long)k, (long long)lda, (long long)ldb,
-                 (long long)ldc);
-        return false;
-    }
-    int64_t need_a = max1(ta ? m : k), need_b = max1(tb ? k : n), need_c = max1(n);
-    if (lda < need_a || ldb < need_b || ldc < need_c) {
-        gpu_fail(ctx, LT_ERR_INVALID,
-                 "gpu gemm: leading dimensions lda=%lld ldb=%lld ldc=%lld are below the row "
-                 "lengths %lld %lld %lld (ta=%d tb=%d m=%lld n=%lld k=%lld)",
-                 (long long)lda, (long long)ldb, (long long)ldc, (long long)need_a,
-                 (long long)need_b, (long long)need_c, ta, tb, (long long)m, (long long)n,
-                 (long long)k);
-        return false;
-    }
-    return true;
+    char msg[512];
+    if (lt_gemm_args_ok("gpu gemm", "cuBLAS's", ta, tb, m, n, k, lda, ldb, ldc, msg, sizeof msg)) return true;
+    gpu_fail(ctx, LT_ERR_INVALID, "%s", msg);
+    return false;
 }
 
 /* k == 0: C = beta C (beta == 0 writes zeros without reading C), done here
