@@ -43,6 +43,7 @@ struct lt_pg {
     char error[1024];
     lt_hier *hier;            /* a hierarchical group: b and g unused (hier_group.h) */
     lt_pg_stage *stage;       /* device buffers over a host-memory backend; NULL: none */
+    lt_mem_kind mem_kind;     /* what the backend was given (LT_MEM_HOST when staged) */
 };
 
 struct lt_work {
@@ -125,6 +126,7 @@ lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t er
                            .mem_kind = kind, .device = spec->device,
                            .connect_timeout_ms = spec->connect_timeout_ms,
                            .main_address = spec->main_address};
+        pg->mem_kind = kind;
         st = pg->b->create(&pg->bctx, pg->bstore, pg->rank, pg->size, &o, &pg->g);
         if (st != LT_OK)
             snprintf(err, errlen, "rank %d: creating process group '%s' with %s: %s", pg->global[pg->rank], pg->name,
@@ -162,6 +164,31 @@ void lt_pg_destroy(lt_pg *pg) {
     pthread_mutex_destroy(&pg->pool_lock);
     free(pg->global);
     free(pg);
+}
+
+lt_status lt_pg_mem_alloc(lt_pg *pg, size_t bytes, lt_pg_mem *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    if (errlen) err[0] = 0;
+    /* A staged group hands the backend pinned copies, never the caller's
+     * buffer, so memory of the backend's would gain nothing. */
+    if (pg->hier || pg->stage || pg->mem_kind != LT_MEM_HOST || !pg->b->mem_alloc || !pg->b->mem_free)
+        return LT_ERR_UNSUPPORTED;
+    lt_status st = pg->b->mem_alloc(&pg->bctx, pg->g, bytes, &out->p);
+    if (st != LT_OK) {
+        snprintf(err, errlen, "rank %d: group memory of %zu bytes from %s on group '%s': %s", pg->global[pg->rank],
+                 bytes, pg->bctx.name, pg->name, lt_last_error(&pg->bctx));
+        out->p = NULL;
+        return st;
+    }
+    out->b = pg->b;
+    out->ctx = pg->bctx;
+    out->bytes = bytes;
+    return LT_OK;
+}
+
+void lt_pg_mem_free(lt_pg_mem *m) {
+    if (m->b && m->p) m->b->mem_free(&m->ctx, m->p);
+    memset(m, 0, sizeof *m);
 }
 
 bool lt_pg_supports(lt_pg *pg, lt_dtype t, lt_redop op) {

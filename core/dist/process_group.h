@@ -5,6 +5,7 @@
 #define LT_DIST_PROCESS_GROUP_H
 
 #include "lt/run.h"
+#include "common/ctx.h"
 
 typedef struct lt_pg_spec {
     const lt_ctx *backend_ctx;   /* the backend's context; its desc is the resolved table.
@@ -46,6 +47,22 @@ lt_status lt_pg_create(const lt_pg_spec *spec, lt_pg **out, char *err, size_t er
  * over `flat`. Takes ownership of the three. */
 lt_status lt_pg_create_hierarchical(const char *name, lt_pg *local, lt_pg *leaders, lt_pg *flat, lt_pg **out,
                                     char *err, size_t errlen);
+
+/* Group memory (the backend's mem_alloc, ABI 1.7): host memory the
+ * group's allreduce handles in place. Collective over pg, on its issuing
+ * thread. LT_ERR_UNSUPPORTED (no message) when there is none to have: a
+ * backend without the hooks, a hierarchical group, or a group over device
+ * memory. The handle outlives the group: lt_pg_mem_free releases it, after
+ * the last collective on it, before or after lt_pg_destroy (not after the
+ * backend plugin is unloaded). */
+typedef struct lt_pg_mem {
+    const lt_backend_desc *b; /* NULL: nothing held */
+    lt_ctx ctx;               /* a copy of the group's backend context */
+    void *p;
+    size_t bytes;
+} lt_pg_mem;
+lt_status lt_pg_mem_alloc(lt_pg *pg, size_t bytes, lt_pg_mem *out, char *err, size_t errlen);
+void lt_pg_mem_free(lt_pg_mem *m);
 
 /* The first failure of a job, posted in the store for the other ranks and
  * for ltrun: "<rank>\t<one-line reason>" under LT_FAILURE_KEY<restart

@@ -95,6 +95,8 @@ static lt_hook_info backend_hooks[] = {
     REQ(lt_backend_desc, abort),
     OPT(lt_backend_desc, supports, lt_default_backend_supports),
     OPT(lt_backend_desc, supports_memory, lt_default_backend_supports_memory),
+    OPT(lt_backend_desc, mem_alloc, NULL), /* NULL: no group memory (lt_run_place_grads) */
+    OPT(lt_backend_desc, mem_free, NULL),
 };
 
 /* The trainer tests module hooks for NULL to know what a module offers

@@ -23,6 +23,48 @@ lt_status lt_run_flat(lt_run *run, lt_flat *out) {
     return LT_OK;
 }
 
+lt_status lt_run_place_grads(lt_run *run, bool *placed) {
+    *placed = false;
+    lt_model *m = run->model;
+    if (!m || !m->grads_flat || !run->default_pg) {
+        lt_set_error(NULL, "lt_run_place_grads: needs the model and the default group (call it from configure_ddp)");
+        return LT_ERR_STATE;
+    }
+    if (run->placed_grads.p) {
+        lt_set_error(NULL, "lt_run_place_grads: the gradients were placed already");
+        return LT_ERR_STATE;
+    }
+    /* A precision plugin built before 1.7 was promised lt_flat.grads would
+     * not move after its setup: it may hold the pointer. */
+    if (run->precision.desc && run->precision.desc->abi_minor < 7) {
+        lt_log(&run->precision.ctx, LT_LOG_DEBUG, "built for ABI 1.%u: the gradients stay in the accelerator's memory",
+               (unsigned)run->precision.desc->abi_minor);
+        return LT_OK;
+    }
+    size_t bytes = m->total * lt_dtype_size(m->dtype);
+    char err[512];
+    lt_status st = lt_pg_mem_alloc(run->default_pg, bytes, &run->placed_grads, err, sizeof err);
+    if (st == LT_ERR_UNSUPPORTED && !err[0]) return LT_OK;
+    if (st != LT_OK) {
+        lt_set_error(NULL, "%s", err);
+        return st;
+    }
+    /* Group memory is host memory, and so is an accelerator's whose groups
+     * take host buffers unstaged (lt_pg_mem_alloc refused the others). */
+    memcpy(run->placed_grads.p, m->grads_flat, bytes);
+    LT_ACC(run)->free(&run->accel.ctx, m->grads_flat);
+    m->grads_flat = run->placed_grads.p;
+    *placed = true;
+    return LT_OK;
+}
+
+/* Before the model goes: it must not give group memory to the accelerator. */
+void lt_run_release_placed_grads(lt_run *run) {
+    if (!run->placed_grads.p) return;
+    if (run->model && run->model->grads_flat == run->placed_grads.p) run->model->grads_flat = NULL;
+    lt_pg_mem_free(&run->placed_grads);
+}
+
 lt_status lt_run_master_grads(lt_run *run, void **out) {
     if (!run->model || !run->model->params_flat) {
         lt_set_error(NULL, "lt_run_master_grads: the gradients do not exist before the model is made (precision setup)");

@@ -14,6 +14,7 @@
 #include "io/metrics.h"
 #include "nn/optim.h"
 #include "dist/launch.h"
+#include "dist/process_group.h"
 #include "options.h"
 
 typedef struct lt_plugin {
@@ -50,6 +51,7 @@ struct lt_run {
     lt_store *store;
     struct lt_store_server *store_server; /* rank 0 hosts it when no launcher does */
     lt_pg *default_pg;      /* the run's from lt_run_set_default_group on */
+    lt_pg_mem placed_grads; /* lt_run_place_grads: the root's gradients in group memory */
     lt_param_view *param_views; /* lt_run_params, made on first use */
     size_t nparam_views;
     lt_bucket_view *buckets;    /* lt_run_set_buckets */
@@ -87,6 +89,8 @@ lt_status lt_run_read_world(lt_run *r);
 void lt_run_register_defaults(void);
 /* The strategy's teardown (when owed), then the default group and the views. */
 void lt_run_teardown_strategy(lt_run *r);
+/* Frees the gradients lt_run_place_grads moved, before the model is freed. */
+void lt_run_release_placed_grads(lt_run *run);
 lt_status lt_run_fail(lt_run *r, lt_status st, const char *fmt, ...) LT_PRINTF(3, 4);
 /* After a plugin hook failed: "<kind> '<name>': <hook> failed: <message>". */
 lt_status lt_run_hook_failed(lt_run *r, const lt_plugin *p, const char *hook, lt_status st);

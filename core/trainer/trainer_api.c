@@ -64,6 +64,7 @@ void lt_trainer_free(lt_trainer *t) {
         lt_log(&r->module.ctx, LT_LOG_WARN, "teardown failed: %s", lt_last_error(&r->module.ctx));
     if (r->precision_started && LT_PREC(r)->teardown && LT_PREC(r)->teardown(&r->precision.ctx) != LT_OK)
         lt_log(&r->precision.ctx, LT_LOG_WARN, "teardown failed: %s", lt_last_error(&r->precision.ctx));
+    lt_run_release_placed_grads(r);
     if (r->model) {
         lt_optim_free(&r->optim, LT_ACC(r), &r->accel.ctx);
         lt_step_destroy(&r->step);

@@ -5,7 +5,8 @@
 # shuffled data, SGD lr 0.05 momentum 0.9; the parameters of the last
 # checkpoints must agree to a relative difference of 1e-5. The same holds for
 # the CNN example (case 4) and over the shm backend (case 3), with many small
-# buckets (case 5), with overlap off (case 6), and, to a looser tolerance,
+# buckets (case 5), with the gradients in the shm group's memory or not
+# (case 5b), with overlap off (case 6), and, to a looser tolerance,
 # with gradients compressed to fp16 or bf16 on the wire (case 7).
 #
 # In float32 the two runs add the same gradients in a different order, so
@@ -71,6 +72,22 @@ cmp_with buckets ddp32 0 max
 train bucketsf64 "${SMALL[@]}" --strategy ddp --devices 2 --batch-size 32 --max-steps 20 --precision 64-true
 check "bucketsf64: 22 buckets" grep -q "55050 gradients in 22 buckets" "$IT_TMP/bucketsf64.out" "$IT_TMP/bucketsf64.err"
 cmp_with bucketsf64 single64f64 $TOL64 both
+
+echo "ddp_equivalence: case 5b: gradients in the shm group's memory (reduced in place) vs in the accelerator's (copied through the slots)"
+# auto is shm on one host, whose group memory ddp takes by default
+# (strategy.place_grads); both paths add in the same order, so the runs must
+# agree bit for bit, with 2 ranks and with 3.
+check "buckets: gradients in the group's memory" grep -q "gradients in the group's memory" \
+    "$IT_TMP/buckets.out" "$IT_TMP/buckets.err"
+train noplace "${SMALL[@]}" --set strategy.place_grads=false --strategy ddp --devices 2 --batch-size 32 --max-steps 20
+check "noplace: gradients in the accelerator's memory" grep -q "gradients in the accelerator's memory" \
+    "$IT_TMP/noplace.out" "$IT_TMP/noplace.err"
+cmp_with noplace buckets 0 max
+train placed3 "${SMALL[@]}" --strategy ddp --devices 3 --batch-size 20 --max-steps 10
+train noplace3 "${SMALL[@]}" --set strategy.place_grads=false --strategy ddp --devices 3 --batch-size 20 --max-steps 10
+check "placed3: gradients in the group's memory" grep -q "gradients in the group's memory" \
+    "$IT_TMP/placed3.out" "$IT_TMP/placed3.err"
+cmp_with placed3 noplace3 0 max
 
 echo "ddp_equivalence: case 6: overlap off (all 12 buckets reduced after backward) vs single_device 64, 20 steps"
 train nooverlap "${SMALL[@]}" --set strategy.overlap=false --strategy ddp --devices 2 --batch-size 32 --max-steps 20

@@ -28,6 +28,8 @@
 #      no-op that says so; an accelerator whose gemm cannot run bf16 is
 #      refused before training, naming the kernel.
 #   g. 16-true and bf16-true train (finite loss, 16-bit checkpoints).
+#   h. ddp keeps 16-mixed's gradients in shm's group memory, but not under a
+#      precision plugin built for ABI 1.6, with the same result.
 source "$(dirname "$0")/common.sh"
 it_init precision "$@"
 SAME=(--seed 1 --set data.shuffle=true --set optimizer.name=sgd --set optimizer.lr=0.05
@@ -114,6 +116,19 @@ run_ltrun nogemm "${BASE[@]}" --precision bf16-mixed --max-steps 1 --default-roo
 check "an accelerator without bf16 gemm: refused before training" [ "$RC" -ne 0 ]
 check "an accelerator without bf16 gemm: the gemm kernel is named" \
     contains "$IT_TMP/nogemm.err" "bf16-mixed needs accelerator 'cpu' to run the gemm kernel in bf16, which it cannot"
+
+echo "precision: h. ddp's gradients in group memory under 16-mixed, and not under a precision plugin built for ABI 1.6"
+# ddp-16-mixed (case a) ran over shm with its fp16 gradients in the group's
+# memory, reduced in place. old16 is 16-mixed with a 1.6 header: it may
+# hold the gradient pointer from its setup, so they must stay where they
+# were; the reduction is the same, so the runs agree bit for bit.
+check "ddp-16-mixed: gradients in the group's memory" grep -q "gradients in the group's memory" \
+    "$IT_TMP/ddp-16-mixed.out" "$IT_TMP/ddp-16-mixed.err"
+train old16 --plugin-dir "$IT_PLUGINS" --precision old16 --strategy ddp --devices 2 --batch-size 32 --max-steps 8 \
+    --set trainer.log_level=debug
+check "old16: gradients in the accelerator's memory" grep -q "gradients in the accelerator's memory" \
+    "$IT_TMP/old16.out" "$IT_TMP/old16.err"
+cmp_with old16 ddp-16-mixed 0 max
 
 echo "precision: g. 16-true and bf16-true train"
 for p in 16-true bf16-true; do

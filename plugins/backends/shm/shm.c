@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "shm_hooks.h"
+#include "shm_mem.h"
 #include "shm_p2p.h"
 
 #define SHM_MAGIC 0x6c74736d68300001ull
@@ -64,6 +65,8 @@ _Static_assert(offsetof(shm_hdr, pids) == 128, "shm header layout");
 typedef struct shm_fp {
     uint64_t seq, count;
     int32_t kind, dtype, op, root;
+    int64_t mem_id;   /* an allreduce in group memory: the allocation, else -1 */
+    uint64_t mem_off; /* ... and the buffer's offset in it */
 } shm_fp;
 
 static size_t fp_offset(int world) { return (128 + (size_t)world * sizeof(int32_t) + 63) & ~(size_t)63; }
@@ -87,6 +90,8 @@ struct lt_backend_work {
     int root;
     unsigned long long seq;
     shm_p2p_op *p2p;  /* send/recv: its ring progress (under g->p2p_mu) */
+    const shm_mem *mem; /* allreduce: the group memory holding buf (in place), or NULL */
+    size_t mem_off;
     /* under g->mu */
     bool done, orphan;
     lt_status st;
@@ -119,6 +124,8 @@ struct lt_backend_group {
     _Atomic int refs;
     bool want_rt;
     shm_p2p *p2p;             /* the send/recv rings */
+    lt_store *store;          /* create's client, valid until destroy: group memory's names */
+    uint64_t nmem;            /* group memory allocations so far (issuing thread) */
     pthread_mutex_t p2p_mu;   /* the waiting thread moves bytes; abort fails ops */
 };
 
@@ -217,8 +224,11 @@ static shm_fp *fp_at(struct lt_backend_group *g, unsigned long long seq, int r) 
 static void fp_describe(char *out, size_t len, const shm_fp *f) {
     const char *name = f->kind >= 0 && f->kind <= K_BARRIER ? kind_names[f->kind] : "?";
     const char *dt = lt_dtype_name((lt_dtype)f->dtype);
-    snprintf(out, len, "%s #%llu (%llu x %s, op %d, root %d)", name, (unsigned long long)f->seq,
-             (unsigned long long)f->count, dt ? dt : "?", f->op, f->root);
+    int n = snprintf(out, len, "%s #%llu (%llu x %s, op %d, root %d)", name, (unsigned long long)f->seq,
+                     (unsigned long long)f->count, dt ? dt : "?", f->op, f->root);
+    if (f->mem_id >= 0 && n > 0 && (size_t)n < len)
+        snprintf(out + n, len - (size_t)n, " in group memory %lld at byte %llu", (long long)f->mem_id,
+                 (unsigned long long)f->mem_off);
 }
 
 static lt_status fp_compare(struct lt_backend_work *w) {
@@ -228,7 +238,7 @@ static lt_status fp_compare(struct lt_backend_work *w) {
     for (int r = 0; r < g->world; r++) {
         const shm_fp *f = fp_at(g, w->seq, r);
         if (r == g->rank || !memcmp(f, mine, sizeof *f)) continue;
-        char a[160], b[160];
+        char a[200], b[200];
         fp_describe(a, sizeof a, f);
         fp_describe(b, sizeof b, mine);
         return op_fail(w, LT_ERR_MISMATCH, "rank %d runs %s while rank %d (this rank) runs %s", r, a, g->rank, b);
@@ -318,6 +328,34 @@ static lt_status run_allreduce(struct lt_backend_work *w, int64_t deadline) {
     return LT_OK;
 }
 
+/* The buffer lies in group memory on every rank (the fingerprints say the
+ * same allocation and offset): after a barrier every rank's input is in its
+ * slice; each rank reduces its share of the elements reading every slice,
+ * in the order the slot path uses (its own first, then the others by rank,
+ * so both paths give the same bits), and writes the result into every
+ * slice; a second barrier and every slice holds the whole result. No
+ * copies in or out, no chunks. */
+static lt_status run_allreduce_mem(struct lt_backend_work *w, int64_t deadline) {
+    struct lt_backend_group *g = w->g;
+    const shm_mem *m = w->mem;
+    size_t esz = lt_dtype_size(w->dtype), lo, hi;
+    LT_CHECK(barrier(w, deadline));
+    split(w->count, g->world, g->rank, &lo, &hi);
+    size_t at = w->mem_off + lo * esz, n = hi - lo;
+    unsigned char *mine = shm_mem_at(m, g->rank, at);
+    if (n && g->world == 2 && w->dtype == LT_F32 && (w->op == LT_SUM || w->op == LT_AVG)) {
+        ltshm_sum2_f32((float *)mine, (float *)shm_mem_at(m, 1 - g->rank, at), n, w->op == LT_AVG);
+    } else if (n) {
+        ltshm_combine_fn comb = ltshm_combine(w->dtype, w->op);
+        for (int r = 0; r < g->world; r++)
+            if (r != g->rank) comb(mine, shm_mem_at(m, r, at), n);
+        if (w->op == LT_AVG) ltshm_divide(mine, n, w->dtype, g->world);
+        for (int r = 0; r < g->world; r++)
+            if (r != g->rank) memcpy(shm_mem_at(m, r, at), mine, n * esz);
+    }
+    return barrier(w, deadline);
+}
+
 static lt_status run_broadcast(struct lt_backend_work *w, int64_t deadline) {
     struct lt_backend_group *g = w->g;
     size_t esz = lt_dtype_size(w->dtype), per = g->half / esz;
@@ -392,6 +430,8 @@ static lt_status run_op(struct lt_backend_work *w) {
     f->dtype = (int32_t)w->dtype;
     f->op = (int32_t)w->op;
     f->root = (int32_t)w->root;
+    f->mem_id = w->mem ? (int64_t)w->mem->id : -1;
+    f->mem_off = w->mem ? (uint64_t)w->mem_off : 0;
     w->fp_checked = false;
     if (w->count == 0 && w->k != K_BARRIER) { /* no data: one barrier for the check */
         lt_status st = barrier(w, deadline);
@@ -399,7 +439,7 @@ static lt_status run_op(struct lt_backend_work *w) {
         return st;
     }
     switch (w->k) {
-    case K_ALLREDUCE: return run_allreduce(w, deadline);
+    case K_ALLREDUCE: return w->mem ? run_allreduce_mem(w, deadline) : run_allreduce(w, deadline);
     case K_BROADCAST: return run_broadcast(w, deadline);
     case K_ALLGATHER: return run_allgather(w, deadline);
     case K_REDUCE_SCATTER: return run_reduce_scatter(w, deadline);
@@ -546,8 +586,11 @@ lt_status ltshm_allreduce(lt_ctx *ctx, lt_backend_group *g, void *buf, size_t co
     LT_CHECK(check_common(ctx, "allreduce", g, work, (int)dtype));
     LT_CHECK(check_reduce(ctx, "allreduce", (int)dtype, (int)op));
     LT_CHECK(check_buf(ctx, "allreduce", buf, count, dtype, 1));
+    size_t off = 0;
+    const shm_mem *mem = count ? shm_mem_find(g, buf, count * lt_dtype_size(dtype), &off) : NULL;
     return issue(ctx, g, (struct lt_backend_work){.k = K_ALLREDUCE, .buf = buf, .count = count,
-                                                  .dtype = dtype, .op = op}, work);
+                                                  .dtype = dtype, .op = op, .mem = mem, .mem_off = off},
+                 work);
 }
 
 lt_status ltshm_broadcast(lt_ctx *ctx, lt_backend_group *g, void *buf, size_t count, lt_dtype dtype,
@@ -696,6 +739,21 @@ static lt_status p2p_wait(lt_ctx *ctx, struct lt_backend_work *w, int64_t timeou
     }
 }
 
+lt_status ltshm_mem_alloc(lt_ctx *ctx, lt_backend_group *g, size_t bytes, void **out) {
+    if (!g || !out) {
+        lt_set_error(ctx, "shm mem_alloc: NULL %s", g ? "result pointer" : "group");
+        return LT_ERR_INVALID;
+    }
+    int64_t ms = g->timeout_ms < INT64_MAX / 2 ? g->timeout_ms : INT64_MAX / 2;
+    return shm_mem_alloc(ctx, g, g->store, g->name, g->rank, g->world, g->nmem++, bytes, ms, &g->hdr->aborted,
+                         out);
+}
+
+void ltshm_mem_free(lt_ctx *ctx, void *p) {
+    (void)ctx;
+    shm_mem_free(p);
+}
+
 lt_status ltshm_supports(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out) {
     (void)ctx;
     if (!out) return LT_ERR_INVALID;
@@ -820,6 +878,7 @@ lt_status ltshm_destroy(lt_ctx *ctx, lt_backend_group *g) {
     if (busy) ltshm_abort(ctx, g); /* works still queued: do not let them block destroy */
     atomic_store(&g->local_abort, 1); /* a running one stops at its next barrier */
     if (g->thr_started) pthread_join(g->thr, NULL);
+    shm_mem_forget_owner(g);
     if (g->hdr) munmap(g->hdr, g->map_len);
     g->hdr = NULL;
     group_unref(g);
@@ -1017,6 +1076,7 @@ lt_status ltshm_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
         goto fail;
     }
     g->sense = 0;
+    g->store = store;
     if (pthread_create(&g->thr, NULL, worker, g) != 0) {
         lt_set_error(ctx, "shm create '%s': cannot start the worker thread", g->name);
         st = LT_ERR_NOMEM;

@@ -27,6 +27,8 @@ static const lt_backend_desc shm_backend = {
     .free_work = ltshm_free_work,
     .abort = ltshm_abort,
     .supports = ltshm_supports,
+    .mem_alloc = ltshm_mem_alloc,
+    .mem_free = ltshm_mem_free,
 };
 
 LT_PLUGIN_EXPORT(&shm_backend.hdr)

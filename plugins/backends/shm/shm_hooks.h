@@ -24,11 +24,16 @@ lt_status ltshm_wait(lt_ctx *ctx, lt_backend_work *work, int64_t timeout_ms);
 void ltshm_free_work(lt_ctx *ctx, lt_backend_work *work);
 lt_status ltshm_abort(lt_ctx *ctx, lt_backend_group *g);
 lt_status ltshm_supports(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out);
+lt_status ltshm_mem_alloc(lt_ctx *ctx, lt_backend_group *g, size_t bytes, void **out);
+void ltshm_mem_free(lt_ctx *ctx, void *p);
 
 /* dst[i] = dst[i] op src[i] for n elements; NULL when (dtype, op) is not supported. */
 typedef void (*ltshm_combine_fn)(void *dst, const void *src, size_t n);
 ltshm_combine_fn ltshm_combine(lt_dtype t, lt_redop op);
 /* dst[i] /= world (avg's last step; integer division truncates). */
 void ltshm_divide(void *dst, size_t n, lt_dtype t, int world);
+/* Two ranks' f32 shares in one pass: a[i] = b[i] = a[i] + b[i], halved for
+ * avg (bit for bit what sum, then divide, gives). */
+void ltshm_sum2_f32(float *a, float *b, size_t n, bool avg);
 
 #endif

@@ -95,3 +95,11 @@ void ltshm_divide(void *dst, size_t n, lt_dtype t, int world) {
     default: break;
     }
 }
+
+void ltshm_sum2_f32(float *a_, float *b_, size_t n, bool avg) {
+    float *restrict a = a_, *restrict b = b_;
+    if (avg)
+        for (size_t i = 0; i < n; i++) a[i] = b[i] = (a[i] + b[i]) / 2.0f;
+    else
+        for (size_t i = 0; i < n; i++) a[i] = b[i] = a[i] + b[i];
+}

@@ -120,6 +120,8 @@ static lt_status mixed_unscale_and_check(lt_ctx *ctx, lt_run *run, bool *finite)
     mixed *m = state(ctx);
     const lt_kernels *k = lt_run_kernels(run);
     lt_ctx *kc = lt_run_kernel_ctx(run);
+    /* The gradients may have moved since setup (ddp's lt_run_place_grads). */
+    LT_CHECK(lt_run_flat(run, &m->flat));
     int64_t n = (int64_t)m->flat.count;
     *finite = true;
     if (m->scaling) {

@@ -18,6 +18,8 @@ static const lt_param_spec ddp_params[] = {
     {"comm_hook", LT_PARAM_STRING, "allreduce", "allreduce | fp16 | bf16 (gradients compressed on the wire)"},
     {"overlap", LT_PARAM_BOOL, "true", "start each bucket's allreduce during backward (false: after it)"},
     {"compute_nice", LT_PARAM_INT, "5", "nice levels the training thread yields to communication threads (0: off)"},
+    {"place_grads", LT_PARAM_BOOL, "true",
+     "keep the gradients in the backend's group memory when it has some (shm: reduced in place, no copies)"},
     {NULL, 0, NULL, NULL},
 };
 
@@ -128,6 +130,12 @@ static lt_status ddp_configure_ddp(lt_ctx *ctx, lt_run *run) {
     lt_pg *pg;
     LT_CHECK(state(ctx, &d));
     LT_CHECK(group(ctx, run, &pg));
+    bool placed = false;
+    if (lt_param_bool(ctx, "place_grads", true) && lt_run_place_grads(run, &placed) != LT_OK) {
+        lt_set_error(ctx, "%s (strategy.place_grads = false keeps them in the accelerator's memory)",
+                     lt_last_error(NULL));
+        return LT_ERR_STATE;
+    }
     LT_CHECK(lt_run_flat(run, &d->flat));
     lt_status st = lt_pg_broadcast_sync(pg, d->flat.params, d->flat.count, d->flat.param_dtype, 0);
     if (st != LT_OK) return pg_failed(ctx, pg, st);
@@ -166,9 +174,10 @@ static lt_status ddp_configure_ddp(lt_ctx *ctx, lt_run *run) {
     }
     lower_compute_priority(d);
     if (lt_run_world(run)->global_rank == 0)
-        lt_log(ctx, LT_LOG_DEBUG, "%zu gradients in %zu buckets, hook %s, overlap %s, %zu bytes (%s) sent per step",
+        lt_log(ctx, LT_LOG_DEBUG, "%zu gradients in %zu buckets, hook %s, overlap %s, %zu bytes (%s) sent per step, "
+               "gradients in %s memory",
                d->flat.count, n, lt_param_str(ctx, "comm_hook", "allreduce"), d->overlap ? "on" : "off",
-               d->flat.count * lt_dtype_size(wire), lt_dtype_name(wire));
+               d->flat.count * lt_dtype_size(wire), lt_dtype_name(wire), placed ? "the group's" : "the accelerator's");
     return LT_OK;
 }
 

@@ -105,6 +105,27 @@ typedef struct lt_backend_desc {
      * that returned LT_OK mean the result is visible to that thread's
      * later kernels. */
     lt_status (*supports_memory)(lt_ctx *ctx, lt_mem_kind kind, bool *out);
+
+    /* ABI 1.7. Optional, both or neither: group memory, which the group's
+     * allreduce handles faster than the caller's own buffers (shm: a slice
+     * of a segment every rank maps, so an allreduce of it reduces in place,
+     * reading the peers' slices, instead of copying in and out of the
+     * group's slots; a device backend could register it with its transport).
+     * The core asks for it only through lt_run_place_grads (lt/run.h).
+     * Default (absent): the caller keeps its own memory.
+     *
+     * mem_alloc is collective: every rank of g calls it with the same bytes,
+     * in the same order, on the thread that issues g's collectives, between
+     * collectives. *out: this rank's `bytes`, 64-byte aligned, zeroed, host
+     * memory. Collectives accept it like any other buffer; a buffer inside it
+     * must be at the same offset of the same allocation on every rank of a
+     * collective (else the collective fails with LT_ERR_MISMATCH).
+     *
+     * The memory outlives the group: mem_free releases it, called once by
+     * its owner, on any thread, after the last collective on it completed,
+     * before or after destroy; ctx is any context of this backend. */
+    lt_status (*mem_alloc)(lt_ctx *ctx, lt_backend_group *g, size_t bytes, void **out);
+    void (*mem_free)(lt_ctx *ctx, void *p);
 } lt_backend_desc;
 
 #ifdef __cplusplus

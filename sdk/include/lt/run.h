@@ -39,7 +39,9 @@ LT_API const lt_world *lt_run_world(const lt_run *run);
 
 /* The flat buffers of the root replica: params in param dtype (fp32 master
  * weights under mixed precision), grads in grad dtype, `count` elements each.
- * Stable from configure_ddp to teardown. */
+ * Stable from configure_ddp to teardown; before it (a precision plugin's
+ * setup) grads may still move (lt_run_place_grads), so a precision plugin
+ * asks again in the hooks it reads them in. */
 typedef struct lt_flat {
     void *params;
     void *grads;
@@ -48,6 +50,20 @@ typedef struct lt_flat {
     lt_dtype grad_dtype;
 } lt_flat;
 LT_API lt_status lt_run_flat(lt_run *run, lt_flat *out);
+
+/* ABI 1.7. Moves lt_flat.grads (contents kept) into group memory of the
+ * run's default group (lt/backend.h, mem_alloc), where its allreduce runs
+ * in place: over shm, ranks read each other's gradients directly instead
+ * of copying them in and out of the group's slots. Collective over the
+ * default group; call it from configure_ddp before lt_run_flat (whose
+ * pointers it changes) and before anything else keeps the gradient
+ * pointer. *placed says whether they moved; false, with LT_OK, when the
+ * backend offers no group memory (gloo, nccl, a hierarchical or a staged
+ * group, or a precision plugin built before ABI 1.7, which may keep the
+ * pointer it got at setup). The run frees the memory after the model.
+ * LT_ERR_STATE before
+ * the model or the default group exists, or when called twice. */
+LT_API lt_status lt_run_place_grads(lt_run *run, bool *placed);
 
 /* ABI 1.4. The gradients clipping and the optimizer read, in
  * lt_flat.param_dtype, lt_flat.count elements. Under mixed precision

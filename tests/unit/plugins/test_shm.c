@@ -301,6 +301,84 @@ static int sc_p2p_dead(child *c) {
     return 0;
 }
 
+/* Group memory (mem_alloc): allreduces of buffers inside it run in place.
+ * They must give the values the slot path gives, bit for bit for f32 (the
+ * same summation order), also for a range at an offset (a ddp bucket); the
+ * slices of every rank hold the result; the memory is zeroed at first and
+ * outlives the group; ranks that disagree on where the buffer lies fail
+ * with a mismatch naming the group memory. */
+static float noise(int rank, size_t i) {
+    uint32_t x = (uint32_t)(i * 2654435761u) ^ (uint32_t)(rank * 40503u + 17u);
+    x ^= x >> 13, x *= 0x5bd1e995u, x ^= x >> 15;
+    return (float)((double)x / 4294967296.0 - 0.5) * 3.0f;
+}
+
+static int sc_group_mem(child *c) {
+    lt_backend_group *g = make_group(c, "mem/", WAIT_MS, 0);
+    CHECK(c, g, "create");
+    CHECK(c, c->be->mem_alloc && c->be->mem_free, "the shm backend offers group memory");
+    const size_t n = 300007; /* > one 8 MiB slot half: the slot path chunks, the in-place one does not */
+    float *gm = NULL;
+    CHECK(c, c->be->mem_alloc(&c->ctx, g, n * sizeof(float), (void **)&gm) == LT_OK, "mem_alloc: %s",
+          lt_last_error(&c->ctx));
+    CHECK(c, gm && ((uintptr_t)gm & 63) == 0, "64-byte aligned");
+    for (size_t i = 0; i < n; i++) CHECK(c, gm[i] == 0.0f, "zeroed: [%zu] = %g", i, gm[i]);
+    float *own = malloc(n * sizeof(float));
+    lt_backend_work *w = NULL;
+    for (int op = LT_SUM; op <= LT_AVG; op++) {
+        /* The whole buffer, then a bucket in its middle; the slot path on a private copy. */
+        size_t lo[2] = {0, 1234}, cnt[2] = {n, 100003};
+        for (int b = 0; b < 2; b++) {
+            for (size_t i = 0; i < n; i++) gm[i] = own[i] = noise(c->rank, i);
+            CHECK(c, finish(c, c->be->allreduce(&c->ctx, g, gm + lo[b], cnt[b], LT_F32, (lt_redop)op, &w), &w) == LT_OK,
+                  "in-place allreduce: %s", lt_last_error(&c->ctx));
+            CHECK(c, finish(c, c->be->allreduce(&c->ctx, g, own + lo[b], cnt[b], LT_F32, (lt_redop)op, &w), &w) == LT_OK,
+                  "slot allreduce");
+            CHECK(c, !memcmp(gm, own, n * sizeof(float)), "op %d bucket %d: in place differs from the slot path", op, b);
+            double s = 0;
+            for (int r = 0; r < c->world; r++) s += noise(r, lo[b] + 7);
+            if (op == LT_AVG) s /= c->world;
+            CHECK(c, fabs(gm[lo[b] + 7] - s) < 1e-5, "op %d: [%zu] = %g, want %g", op, lo[b] + 7, gm[lo[b] + 7], s);
+        }
+    }
+    free(own);
+    /* Other dtypes and ops through the general path, at an offset of a second allocation. */
+    unsigned char *g2 = NULL;
+    CHECK(c, c->be->mem_alloc(&c->ctx, g, 4096, (void **)&g2) == LT_OK, "second mem_alloc");
+    static const lt_dtype dts[] = {LT_F64, LT_F16, LT_BF16, LT_I32};
+    for (size_t d = 0; d < N_OF(dts); d++)
+        for (size_t o = 0; o < N_OF(ops); o++) {
+            size_t m = 301, esz = lt_dtype_size(dts[d]);
+            unsigned char *buf = g2 + 8 * esz;
+            for (size_t i = 0; i < m; i++) put(buf, i, dts[d], input(c->rank, i, dts[d]));
+            CHECK(c, finish(c, c->be->allreduce(&c->ctx, g, buf, m, dts[d], ops[o], &w), &w) == LT_OK, "allreduce");
+            for (size_t i = 0; i < m; i++)
+                CHECK(c, close_enough(dts[d], get(buf, i, dts[d]), expected(dts[d], ops[o], c->world, i)),
+                      "%s op %d: [%zu] = %g, want %g", lt_dtype_name(dts[d]), ops[o], i, get(buf, i, dts[d]),
+                      expected(dts[d], ops[o], c->world, i));
+        }
+    /* Rank 0 passes group memory, the others their own: a mismatch, not silently wrong sums. */
+    float priv[64] = {0};
+    float *where = c->rank == 0 ? gm : priv;
+    lt_status st = finish(c, c->be->allreduce(&c->ctx, g, where, 64, LT_F32, LT_SUM, &w), &w);
+    if (c->world > 1) {
+        CHECK(c, st == LT_ERR_MISMATCH || st == LT_ERR_ABORTED, "group memory vs own memory: %s", lt_status_str(st));
+        if (st == LT_ERR_MISMATCH)
+            CHECK(c, strstr(lt_last_error(&c->ctx), "in group memory 0 at byte 0"), "message: %s",
+                  lt_last_error(&c->ctx));
+    } else {
+        CHECK(c, st == LT_OK, "one rank: nothing to disagree with: %s", lt_status_str(st));
+    }
+    CHECK(c, c->be->destroy(&c->ctx, g) == LT_OK, "destroy");
+    /* The memory outlives the group. */
+    gm[5] = 1.5f;
+    CHECK(c, gm[5] == 1.5f, "usable after destroy");
+    c->be->mem_free(&c->ctx, gm);
+    c->be->mem_free(&c->ctx, g2);
+    c->be->mem_free(&c->ctx, NULL);
+    return 0;
+}
+
 /* No segment is left behind in /dev/shm. */
 static int count_segments(void) {
     int n = 0;
@@ -337,6 +415,9 @@ static void test_p2p_2(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_p2p), 0); }
 static void test_p2p_3(void) { CU_ASSERT_EQUAL(run_ranks(3, sc_p2p), 0); }
 static void test_p2p_then_collective(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_p2p_then_collective), 0); }
 static void test_p2p_dead(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_p2p_dead), 0); }
+static void test_group_mem_2(void) { CU_ASSERT_EQUAL(run_ranks(2, sc_group_mem), 0); }
+static void test_group_mem_3(void) { CU_ASSERT_EQUAL(run_ranks(3, sc_group_mem), 0); }
+static void test_group_mem_1(void) { CU_ASSERT_EQUAL(run_ranks(1, sc_group_mem), 0); }
 static void test_no_leftovers(void) { CU_ASSERT_EQUAL(count_segments(), g_segments_before); }
 
 int main(void) {
@@ -360,6 +441,9 @@ int main(void) {
     CU_add_test(s, "send/recv from a rank that exits", test_p2p_dead);
     CU_add_test(s, "a send moved by a collective's wait", test_p2p_then_collective);
     CU_add_test(s, "mismatched collectives", test_mismatch);
+    CU_add_test(s, "group memory, 2 ranks", test_group_mem_2);
+    CU_add_test(s, "group memory, 3 ranks", test_group_mem_3);
+    CU_add_test(s, "group memory, 1 rank", test_group_mem_1);
     CU_add_test(s, "no segment left in /dev/shm", test_no_leftovers);
     int rc = lt_cunit_run();
     return rc;

@@ -157,7 +157,7 @@ static const char *const optional_hooks[LT_KIND_COUNT + 1][12] = {
                           "training_step", "after_optimizer_step", "eval_step", "optimizer_step"},
     [LT_KIND_PRECISION] = {"teardown"},
     [LT_KIND_ENVIRONMENT] = {"local_world_size"},
-    [LT_KIND_BACKEND] = {"supports", "supports_memory"},
+    [LT_KIND_BACKEND] = {"supports", "supports_memory", "mem_alloc", "mem_free"},
     [LT_KIND_MODULE] = {"validation_step", "test_step", "training_step_end",
                         "configure_optimizers", "setup_data", "on_train_epoch_start",
                         "on_train_epoch_end", "on_validation_epoch_end", "teardown"},

@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (n),                                           \
                    "offsetof(" #type ", " #field ") changed: bump the ABI (top of file)")
 
-_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 6,
+_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 7,
                "the ABI version changed: update the layouts below to the new version's");
 
 #if defined(__x86_64__)
@@ -65,7 +65,7 @@ OFF(lt_accelerator_desc, device_name, 168);
 OFF(lt_accelerator_desc, memory_is_host, 176); /* 1.1 */
 
 /* lt_backend_desc */
-SIZE(lt_backend_desc, 176);
+SIZE(lt_backend_desc, 192);
 OFF(lt_backend_desc, hdr, 0);
 OFF(lt_backend_desc, create, 64);
 OFF(lt_backend_desc, destroy, 72);
@@ -81,6 +81,8 @@ OFF(lt_backend_desc, free_work, 144);
 OFF(lt_backend_desc, abort, 152);
 OFF(lt_backend_desc, supports, 160);
 OFF(lt_backend_desc, supports_memory, 168);
+OFF(lt_backend_desc, mem_alloc, 176);
+OFF(lt_backend_desc, mem_free, 184);
 
 /* lt_environment_desc */
 SIZE(lt_environment_desc, 136);
