@@ -170,7 +170,7 @@ for b in sorted(train["cnn"]):
 def variants(ref, b):
     # run_ddp_bench's other lt ddp configurations, for context (no target)
     cells = []
-    for v, what in (("no-overlap", "no overlap"), ("gloo", "gloo backend")):
+    for v, what in (("no-overlap", "no overlap"), ("own-mem", "own memory"), ("gloo", "gloo backend")):
         f = ddp.get(("lt ddp %s / %s" % (v, ref), b))
         cells.append("%s %s" % (what, "n/a" if not f else "%.2fx" % f["median"]))
     rows.append(("  same ratio, other lt ddp settings (median)", ", ".join(cells), "-", ""))

@@ -5,7 +5,9 @@
 #  2. Fashion-MNIST MLP 784-512-512-10 training throughput (samples/s, total
 #     over ranks) for batch per rank 64 and 512: lt 1 rank (single_device),
 #     lt 2 ranks ddp with overlap on and off over the default backend
-#     (process_group_backend = auto: shm, all ranks being on this host) and
+#     (process_group_backend = auto: shm, all ranks being on this host), with
+#     the gradients in the ranks' own memory instead of shm's group memory
+#     ("own-mem": strategy.place_grads=false, copied through shm's slots) and
 #     with overlap over gloo, PyTorch 1 rank and PyTorch DDP
 #     2 ranks over gloo (bench/torch_ddp.py, one thread per rank), with the
 #     ratios lt ddp / torch ddp and lt ddp / lt single and the issue's targets.
@@ -146,6 +148,8 @@ for rep in $(seq 1 "$REPS"); do
         # shellcheck disable=SC2086
         lt_run lt_ddp_nooverlap "$b" --strategy ddp --devices 2 --set strategy.overlap=false $LT_SET
         # shellcheck disable=SC2086
+        lt_run lt_ddp_noplace "$b" --strategy ddp --devices 2 --set strategy.place_grads=false $LT_SET
+        # shellcheck disable=SC2086
         lt_run lt_ddp_gloo "$b" --strategy ddp --devices 2 --set strategy.process_group_backend=gloo $LT_SET
     done
     if [ "$have_torch" = 1 ]; then
@@ -162,7 +166,8 @@ for line in open(sys.argv[1]):
     runs.setdefault((kv["run"], int(kv["batch"])), []).append(float(kv["samples_per_s"]))
 batches = [int(b) for b in sys.argv[2].split()]
 cols = [("lt_single", "lt 1 rank"), ("lt_ddp_overlap", "lt ddp overlap"),
-        ("lt_ddp_nooverlap", "lt ddp no-overlap"), ("lt_ddp_gloo", "lt ddp gloo"),
+        ("lt_ddp_nooverlap", "lt ddp no-overlap"), ("lt_ddp_noplace", "lt ddp own-mem"),
+        ("lt_ddp_gloo", "lt ddp gloo"),
         ("torch_single", "torch 1 rank"),
         ("torch_ddp", "torch DDP 2 ranks")]
 
@@ -195,9 +200,11 @@ print()
 print("ratios: median (of bests)")
 rc = [("lt_ddp_overlap", "torch_ddp", "lt ddp overlap / torch DDP"),
       ("lt_ddp_nooverlap", "torch_ddp", "lt ddp no-overlap / torch DDP"),
+      ("lt_ddp_noplace", "torch_ddp", "lt ddp own-mem / torch DDP"),
       ("lt_ddp_gloo", "torch_ddp", "lt ddp gloo / torch DDP"),
       ("lt_ddp_overlap", "lt_single", "lt ddp overlap / lt 1 rank"),
       ("lt_ddp_nooverlap", "lt_single", "lt ddp no-overlap / lt 1 rank"),
+      ("lt_ddp_noplace", "lt_single", "lt ddp own-mem / lt 1 rank"),
       ("lt_ddp_gloo", "lt_single", "lt ddp gloo / lt 1 rank"),
       ("lt_single", "torch_single", "lt 1 rank / torch 1 rank"),
       ("torch_ddp", "torch_single", "torch DDP / torch 1 rank")]
