@@ -1,6 +1,8 @@
-/* AVX2+FMA single-precision GEMM for short-dimension shapes (gemm_avx2.c):
- * the algorithm of gemm_avx512.c on 8-float vectors, for CPUs without
- * AVX-512. Internal to the cpu accelerator. */
+/* AVX2+FMA single-precision GEMM for short-dimension shapes (gemm_avx2.c),
+ * for CPUs without AVX-512: both operands packed BLIS-style for B not
+ * transposed, Y^T = B op(A)^T with B in place for the transposed forward
+ * pass, gemm_avx512.c's in-place kernels on 8-float vectors for thin
+ * shapes. Internal to the cpu accelerator. */
 #ifndef LT_CPU_GEMM_AVX2_H
 #define LT_CPU_GEMM_AVX2_H
 
@@ -10,9 +12,10 @@
 bool lt_sgemm_avx2_usable(void);
 
 /* An lt_sgemm_fn (gemm_short.h): declines everything on a CPU without
- * AVX2+FMA, and, beyond the shared rules, every call without a thin side
- * (m or n below 16): only there did these kernels beat OpenBLAS's AVX2
- * kernels in the MLP's step (gemm_avx2.c). */
+ * AVX2+FMA, and, beyond the shared rules, every call where these kernels
+ * did not measure faster than OpenBLAS's (avx2_wins in gemm_avx2.c): it
+ * takes thin shapes (m or n below 16) and, while OpenBLAS runs one thread,
+ * the MLP's forward and weight gradients at batch <= 128 and the like. */
 bool lt_sgemm_avx2(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                    float beta, float *c, int64_t ldc);

@@ -17,6 +17,11 @@
  *     broadcast operand in place, X^T (the small, batch-sized operand) is
  *     packed, and the tile of Y^T is written out transposed.
  *
+ * That is the whole of AVX-512's path. AVX2's in-place kernels lost to
+ * OpenBLAS except on thin shapes, so for the others it brings paths of its
+ * own (isa->own: operands packed into contiguous panels, C^T built in the
+ * scratch for NT; gemm_avx2.c says why) and keeps these for the thin ones.
+ *
  * Results differ from OpenBLAS's in rounding only (another summation
  * order); every variant is checked against a double-precision reference in
  * test_cpu_gemm. */
@@ -85,11 +90,11 @@ bool lt_sgemm_short(const lt_sgemm_isa *isa, lt_sgemm_scratch *s, bool ta, bool 
     /* Only where packing would be a large share of OpenBLAS's time: some
      * dimension is short (measured on the MLP's step with the AVX-512
      * kernels: at batch 64 every GEMM gains, at 256 and beyond the 512-wide
-     * ones lose a little; the AVX2 kernels lose on the wide shapes and add
-     * their own rule, isa->wins). The row of B the kernels stream (n, or m when the NT case
-     * computes the transpose) times a k block must also sit in L2 with room
-     * to spare. A thin NT output (the 10 logits) at small batch is cheaper
-     * for OpenBLAS than packing. */
+     * ones lose a little; the AVX2 kernels win on fewer shapes and add their
+     * own rule, isa->wins). The row of B the kernels stream (n, or m when the
+     * NT case computes the transpose) times a k block must also sit in L2
+     * with room to spare. A thin NT output (the 10 logits) at small batch is
+     * cheaper for OpenBLAS than packing. */
     int64_t shortest = m < n ? (m < k ? m : k) : (n < k ? n : k);
     if (shortest > LT_SGEMM_SHORT) return false;
     int64_t row = tb && n > m ? m : n;
@@ -97,6 +102,7 @@ bool lt_sgemm_short(const lt_sgemm_isa *isa, lt_sgemm_scratch *s, bool ta, bool 
     if (tb && n < 16 && m <= 128) return false;
     if (tb && n > m && m < 16) return false; /* Y^T rows of m < 16 waste most of each vector */
     if (isa->wins && !isa->wins(ta, tb, m, n, k)) return false;
+    if (isa->own && isa->own(s, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return true;
     if (!tb) {
         isa->rows(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, ldb, beta, c, ldc);
         return true;

@@ -1,8 +1,9 @@
 /* lt's own f32 GEMM for shapes with a short dimension: what the ISA variants
  * (gemm_avx512.c, gemm_avx2.c) share. The decline rules, the transposed-B
  * (NT) panel logic and the packing scratch live in gemm_short.c; a variant
- * supplies only its micro-kernel driver and its transpose. Internal to the
- * cpu accelerator. */
+ * supplies its micro-kernel driver and its transpose, and may add paths of
+ * its own that run first (AVX2 packs its operands). Internal to the cpu
+ * accelerator. */
 #ifndef LT_CPU_GEMM_SHORT_H
 #define LT_CPU_GEMM_SHORT_H
 
@@ -10,11 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Packing space for the transposed-B case, reserved once per context by
- * lt_sgemm_scratch_init (address space: pages are touched only as far as a
- * call uses them, 264 KiB for the MLP at batch 64), so a GEMM never
- * allocates. A call that would need more is left to OpenBLAS. A context's
- * kernels run on one thread. */
+/* Packing space, reserved once per context by lt_sgemm_scratch_init
+ * (address space: pages are touched only as far as a call uses them, for
+ * the MLP at batch 64 264 KiB with AVX-512, 232 KiB with AVX2), so a GEMM
+ * never allocates. A call that would need more is left to OpenBLAS (or,
+ * for AVX2's packed paths, to the in-place kernels). A context's kernels
+ * run on one thread. */
 #define LT_SGEMM_SCRATCH_FLOATS (4 << 20) /* 16 MiB */
 typedef struct lt_sgemm_scratch {
     float *buf;
@@ -42,13 +44,17 @@ typedef bool (*lt_sgemm_fn)(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, in
  *  - transpose_scale: dst[c, r] = alpha * src[r, c] + beta * dst[c, r] for
  *    r < rows, c < cols; beta 0 never reads dst;
  *  - wins (NULL: every call the shared rules allow): false for the calls
- *    OpenBLAS runs faster on this ISA, asked after the shared rules. */
+ *    OpenBLAS runs faster on this ISA, asked after the shared rules;
+ *  - own (NULL: none): the variant's own paths for a call wins took, asked
+ *    before rows and the NT path: true when it ran the call, false (having
+ *    written nothing) to leave it to them. */
 typedef struct lt_sgemm_isa {
     void (*rows)(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t a_rs,
                  int64_t a_cs, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
     void (*transpose_scale)(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows,
                             int64_t cols, float alpha, float beta);
     bool (*wins)(bool ta, bool tb, int64_t m, int64_t n, int64_t k);
+    lt_sgemm_fn own;
 } lt_sgemm_isa;
 
 enum {
@@ -56,8 +62,9 @@ enum {
     LT_SGEMM_SHORT = 128 /* a call is taken only when some dimension is at most this */
 };
 
-/* The shared driver: the decline rules, then isa->rows directly (B not
- * transposed) or the NT path. The caller has checked the CPU runs `isa`. */
+/* The shared driver: the decline rules, then isa->own where it takes the
+ * call, else isa->rows directly (B not transposed) or the NT path. The
+ * caller has checked the CPU runs `isa`. */
 bool lt_sgemm_short(const lt_sgemm_isa *isa, lt_sgemm_scratch *s, bool ta, bool tb, int64_t m,
                     int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                     const float *b, int64_t ldb, float beta, float *c, int64_t ldc);

@@ -1,12 +1,15 @@
 /* lt's f32 GEMM variants (plugins/accelerators/cpu/gemm_avx512.c and
  * gemm_avx2.c over gemm_short.c) against a double-precision reference:
  * every transpose, every tile edge (rows 1-8, vector tails 1-16 columns), k
- * across the k-block boundary, beta 0 / 1 / other, padded leading
- * dimensions; which shapes they take and decline; and the cpu plugin's gemm
- * and isa parameters. Every test runs once per variant this CPU executes; a
- * variant it cannot run is reported as skipped, after checking that it
- * declines every call (so the plugin falls back to OpenBLAS). */
+ * across the k-block boundaries, beta 0 / 1 / other, padded leading
+ * dimensions, the blocks of AVX2's packed paths; which shapes they take
+ * and decline (with OpenBLAS on one thread and on several); and the cpu
+ * plugin's gemm and isa parameters. Every test runs once per variant this
+ * CPU executes; a variant it cannot run is reported as skipped, after
+ * checking that it declines every call (so the plugin falls back to
+ * OpenBLAS). */
 #include <CUnit/Basic.h>
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +21,7 @@
 #include "gemm_avx512.h"
 
 /* fn: every call the shared rules allow (the sweeps); plugin: what the
- * plugin calls, with the variant's own rule on top (AVX2: thin sides only). */
+ * plugin calls, with the variant's own rule on top (AVX2: avx2_wins). */
 typedef struct variant {
     const char *name;
     lt_sgemm_fn fn, plugin;
@@ -143,12 +146,49 @@ static void nt_panels(void) {
     CU_ASSERT_EQUAL(r, 1);
 }
 
+/* The AVX2 variant's own paths (gemm_avx2.c) on shapes the tile sweep
+ * leaves out, every transpose, alpha other than 1, beta 0 (C holding NaN) /
+ * 1 / other: k across the equal k blocks (257 = 136 + 121, 520 = 2 x 176 +
+ * 168, 784 = 3 x 200 + 184) and off the packers' 8-step (13, 30, 100), m
+ * across the 144-row blocks of packed A and every 6-row edge, n one to 15
+ * past a multiple of 16 (the 6 x 8 kernels), the transposed case both as
+ * Y^T (k > 2m) and with B^T packed, Y^T in more than one pass (n beyond
+ * 4096 rows at m = 16, 512 at m = 128), and narrow products left to the
+ * in-place paths. The AVX-512 variant runs them too, on its own kernels. */
+static void packed_paths(void) {
+    static const int shapes[][3] = {
+        {19, 65, 520},  {20, 71, 784},  {21, 67, 257},   {24, 100, 600}, {40, 130, 784},
+        {72, 68, 300},  {100, 69, 520}, {150, 79, 64},   {289, 73, 128}, {150, 72, 300},
+        {16, 4100, 20}, {16, 4100, 40}, {128, 600, 300}, {37, 64, 96},   {88, 250, 120},
+        {45, 90, 30},   {64, 100, 13},  {50, 80, 100},   {30, 40, 700},  {64, 20, 64},
+    };
+    int wrong = 0, declined = 0, cases = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        for (int tr = 0; tr < 4; tr++) {
+            int m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
+            double beta = (int)(i + tr) % 3 == 0 ? 0.0 : ((i + tr) % 3 == 1 ? 1.0 : -0.75);
+            double alpha = tr % 2 ? -0.5 : 1.25;
+            int r = run_case(tr & 1, tr & 2, m, n, k, alpha, beta);
+            cases++;
+            wrong += r < 0;
+            if (r == 0 && declined++ < 3)
+                printf("\n  %s ta=%d tb=%d m=%d n=%d k=%d: declined", V->name, tr & 1,
+                       (tr & 2) != 0, m, n, k);
+        }
+    CU_ASSERT_EQUAL(wrong, 0);
+    CU_ASSERT_EQUAL(declined, 0);
+    printf("\n  %s: %d shapes, all within tolerance", V->name, cases);
+}
+
 /* The MLP's own shapes at batch 64 and 1024 (forward, weight and input
- * gradients) through what the plugin calls. AVX-512: at 64 the kernels take
- * every one (but the thin logits forward), at 1024 only the thin last
- * layer's. AVX2: only the thin layer's forward (at 1024) and weight
- * gradient, where they beat OpenBLAS. */
-static void training_shapes(void) {
+ * gradients) through what the plugin calls, OpenBLAS on one thread.
+ * AVX-512: at 64 the kernels take every one (but the thin logits forward),
+ * at 1024 only the thin last layer's. AVX2: the same but for the input
+ * gradients with a long k (dX = dY W, k = 512: even with OpenBLAS at batch
+ * 64); the thin layer's, whose k is 10, it takes at every batch. With
+ * OpenBLAS on several threads AVX2 keeps to the thin layer's shapes (those
+ * are what threads speed up least); AVX-512 takes the same as on one. */
+static void mlp_shapes(bool several) {
     const int in[3] = {784, 512, 512}, out[3] = {512, 512, 10};
     const int batch[2] = {64, 1024};
     bool is512 = V == &variants[0];
@@ -159,23 +199,46 @@ static void training_shapes(void) {
             int wgrad = run_fn(V->plugin, true, false, out[l], in[l], B, 1.0, 0.0);
             int dgrad = run_fn(V->plugin, false, false, B, in[l], out[l], 1.0, 0.0);
             CU_ASSERT(fwd >= 0 && wgrad >= 0 && dgrad >= 0);
-            bool thin = out[l] < 16, small = B <= 128;
-            CU_ASSERT_EQUAL(wgrad, is512 ? small || thin : thin);
-            CU_ASSERT_EQUAL(dgrad, is512 ? small || thin : 0);
-            CU_ASSERT_EQUAL(fwd, thin ? !small : is512 && small);
+            bool thin = out[l] < 16, small = B <= 128 && (is512 || !several);
+            CU_ASSERT_EQUAL(wgrad, small || thin);
+            CU_ASSERT_EQUAL(dgrad, is512 ? small || thin : thin && !several);
+            CU_ASSERT_EQUAL(fwd, thin ? B > 128 : small);
         }
+}
+
+static void training_shapes(void) {
+    int threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    mlp_shapes(false);
+    openblas_set_num_threads(2);
+    if (openblas_get_num_threads() > 1)
+        mlp_shapes(true);
+    else
+        printf("\n  %s: several OpenBLAS threads: SKIPPED (OpenBLAS runs one here)", V->name);
+    openblas_set_num_threads(threads);
 }
 
 /* Shapes with no short dimension, or whose streamed row of B outgrows L2,
  * are left to OpenBLAS; so are alpha 0 (BLAS reads neither A nor B then),
  * a transposed product whose Y^T rows are thin (m < 16), and packing that
- * would not fit the scratch reserved at setup. */
+ * would not fit the scratch reserved at setup (AVX-512's NT path packs all
+ * of X^T; AVX2's packs one k block at a time, so a small scratch shows it):
+ * a transposed product is declined then, and B not transposed runs on the
+ * in-place kernels, which need none. */
 static void declines(void) {
     CU_ASSERT_EQUAL(run_case(false, false, 8, 2048, 300, 1.0, 0.0), 0);
     CU_ASSERT_EQUAL(run_case(false, true, 2048, 2048, 300, 1.0, 0.0), 0);
     CU_ASSERT_EQUAL(run_case(false, false, 64, 100, 50, 0.0, 0.5), 0);
     CU_ASSERT_EQUAL(run_case(false, true, 8, 100, 50, 1.0, 0.0), 0);
-    CU_ASSERT_EQUAL(run_case(true, true, 64, 96, LT_SGEMM_SCRATCH_FLOATS / 64, 1.0, 0.0), 0);
+    if (V == &variants[0])
+        CU_ASSERT_EQUAL(run_case(true, true, 64, 96, LT_SGEMM_SCRATCH_FLOATS / 64, 1.0, 0.0), 0);
+    int64_t reserved = g_scratch.floats;
+    g_scratch.floats = 1000;
+    CU_ASSERT_EQUAL(run_case(false, true, 64, 512, 784, 1.0, 0.0), 0);
+    CU_ASSERT_EQUAL(run_case(false, true, 64, 512, 40, 1.0, 0.0), 0);
+    CU_ASSERT_EQUAL(run_case(true, false, 512, 512, 64, 0.5, 0.0), 1);
+    CU_ASSERT_EQUAL(run_case(false, false, 64, 512, 10, 1.0, 1.0), 1);
+    g_scratch.floats = reserved;
     float x = 1;
     CU_ASSERT_FALSE(V->fn(&g_scratch, false, false, 1, 1, 0, 1, &x, 1, &x, 1, 0, &x, 1));
 }
@@ -202,6 +265,7 @@ static void each_variant(void (*body)(void), const char *what) {
 static void test_every_tile(void) { each_variant(every_tile, "tile sweep"); }
 static void test_training_shapes(void) { each_variant(training_shapes, "MLP shapes"); }
 static void test_nt_panels(void) { each_variant(nt_panels, "NT panels"); }
+static void test_packed_paths(void) { each_variant(packed_paths, "packed paths"); }
 static void test_declines(void) { each_variant(declines, "declines"); }
 
 /* The plugin's gemm parameter: openblas and auto give the same product to
@@ -328,6 +392,7 @@ int main(void) {
     CU_add_test(s, "every tile edge, transpose, beta, k block", test_every_tile);
     CU_add_test(s, "the MLP's shapes at batch 64 and 1024", test_training_shapes);
     CU_add_test(s, "transposed products in several panels", test_nt_panels);
+    CU_add_test(s, "k blocks, row blocks and passes of the packed paths", test_packed_paths);
     CU_add_test(s, "calls left to OpenBLAS, C untouched", test_declines);
     CU_add_test(s, "gemm parameter", test_gemm_param);
     CU_add_test(s, "isa parameter", test_isa_param);
