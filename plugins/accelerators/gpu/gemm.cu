@@ -13,7 +13,7 @@
  * cublasGemmEx with CUBLAS_COMPUTE_32F (fp32 accumulation, fp32 alpha and
  * beta), the result rounded once into the 16-bit C. */
 #include <limits.h>
-#include <cublas_v2.h>
+#include "cublas_lazy.h"
 #include "gpu_cuda.cuh"
 #include "common/kernel_args.h"
 
@@ -59,26 +59,27 @@ extern "C" void gpu_gemm(lt_ctx *ctx, lt_dtype t, bool ta, bool tb, int64_t m, i
     }
     cublasHandle_t h = (cublasHandle_t)gpu_blas(ctx, th);
     if (!h) return;
+    const lt_cublas_api *cb = lt_cublas(NULL); /* loaded: gpu_blas made a handle */
     /* column-major view: (n x m) = op(B)^T (n x k) * op(A)^T (k x m) */
     cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     int M = (int)n, N = (int)m, K = (int)k;
     cublasStatus_t st;
     if (t == LT_F32) {
         float al = (float)alpha, be = (float)beta;
-        st = cublasSgemm(h, opb, opa, M, N, K, &al, (const float *)b, (int)ldb, (const float *)a,
+        st = cb->sgemm(h, opb, opa, M, N, K, &al, (const float *)b, (int)ldb, (const float *)a,
                          (int)lda, &be, (float *)c, (int)ldc);
     } else if (t == LT_F64) {
-        st = cublasDgemm(h, opb, opa, M, N, K, &alpha, (const double *)b, (int)ldb,
+        st = cb->dgemm(h, opb, opa, M, N, K, &alpha, (const double *)b, (int)ldb,
                          (const double *)a, (int)lda, &beta, (double *)c, (int)ldc);
     } else {
         float al = (float)alpha, be = (float)beta;
         cudaDataType_t dt = t == LT_F16 ? CUDA_R_16F : CUDA_R_16BF;
-        st = cublasGemmEx(h, opb, opa, M, N, K, &al, b, dt, (int)ldb, a, dt, (int)lda, &be, c, dt,
+        st = cb->gemm_ex(h, opb, opa, M, N, K, &al, b, dt, (int)ldb, a, dt, (int)lda, &be, c, dt,
                           (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     }
     if (st != CUBLAS_STATUS_SUCCESS)
         gpu_fail(ctx, LT_ERR_PLUGIN,
                  "gpu gemm (%s, ta=%d tb=%d m=%lld n=%lld k=%lld): cuBLAS failed: %s (%s)",
                  lt_dtype_name(t), ta, tb, (long long)m, (long long)n, (long long)k,
-                 cublasGetStatusString(st), cublasGetStatusName(st));
+                 cb->status_string(st), cb->status_name(st));
 }

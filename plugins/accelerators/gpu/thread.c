@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cublas_v2.h>
+#include "cublas_lazy.h"
 #include <cuda_runtime.h>
 #include "gpu_state.h"
 
@@ -76,7 +76,7 @@ bool gpu_wait(lt_ctx *ctx, const char *what) {
 /* ---- slots ------------------------------------------------------------------ */
 
 static void slot_free(gpu_thread *th) {
-    if (th->blas) cublasDestroy((cublasHandle_t)th->blas);
+    if (th->blas) lt_cublas(NULL)->destroy((cublasHandle_t)th->blas); /* a handle: the table loaded */
     if (th->blas_ws) cudaFree(th->blas_ws);
     if (th->scratch) cudaFree(th->scratch);
     if (th->host) cudaFreeHost(th->host);
@@ -163,6 +163,12 @@ gpu_thread *gpu_enter(lt_ctx *ctx) {
 
 void *gpu_blas(lt_ctx *ctx, gpu_thread *th) {
     if (th->blas) return th->blas;
+    const char *why = NULL;
+    const lt_cublas_api *cb = lt_cublas(&why);
+    if (!cb) {
+        gpu_fail(ctx, LT_ERR_PLUGIN, "gpu gemm: %s", why);
+        return NULL;
+    }
     cublasHandle_t h;
     void *ws = NULL;
     cudaError_t e = cudaMalloc(&ws, GPU_BLAS_WORKSPACE);
@@ -172,17 +178,17 @@ void *gpu_blas(lt_ctx *ctx, gpu_thread *th) {
                  GPU_BLAS_WORKSPACE >> 20, cudaGetErrorString(e));
         return NULL;
     }
-    cublasStatus_t st = cublasCreate(&h);
+    cublasStatus_t st = cb->create(&h);
     if (st == CUBLAS_STATUS_SUCCESS) {
         /* the stream first: setting it resets the workspace to cuBLAS's own */
-        st = cublasSetStream(h, cudaStreamPerThread);
-        if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetWorkspace(h, ws, GPU_BLAS_WORKSPACE);
-        if (st != CUBLAS_STATUS_SUCCESS) cublasDestroy(h);
+        st = cb->set_stream(h, cudaStreamPerThread);
+        if (st == CUBLAS_STATUS_SUCCESS) st = cb->set_workspace(h, ws, GPU_BLAS_WORKSPACE);
+        if (st != CUBLAS_STATUS_SUCCESS) cb->destroy(h);
     }
     if (st != CUBLAS_STATUS_SUCCESS) {
         cudaFree(ws);
         gpu_fail(ctx, LT_ERR_PLUGIN, "gpu gemm: cuBLAS could not be initialised: %s (%s)",
-                 cublasGetStatusString(st), cublasGetStatusName(st));
+                 cb->status_string(st), cb->status_name(st));
         return NULL;
     }
     th->blas = h;
