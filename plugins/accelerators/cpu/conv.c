@@ -123,6 +123,30 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
      * times, and beta * dx once more before them when beta is not 0 or 1                    \
      * (argmax may point anywhere in a plane, so the sums are not gathered                   \
      * in fp32 as col2im's are). */                                                          \
+    /* Windows that do not overlap (stride >= kernel, as the usual 2x2/2)  \
+     * give each input element at most one dy: scattering per output then  \
+     * stores exactly the gathered sum below, with one rounding, in one    \
+     * pass over dy instead of a search of every window per element (the   \
+     * gather made this kernel a third of the CNN example's step). An      \
+     * argmax outside its own window is ignored, as the gather ignores it. */ \
+    static void max_pool_bwd_disjoint_##S(const T *dy, const int32_t *arg,                   \
+                                          const lt_conv_geom *g, T *dx, C beta) {            \
+        int64_t plane = g->h * g->w, per = g->oh * g->ow;                                    \
+        if (beta == 0) memset(dx, 0, (size_t)(g->c * plane) * sizeof(T));                    \
+        for (int64_t p = 0; p < g->c; p++) {                                                 \
+            T *d = dx + p * plane;                                                           \
+            for (int64_t oy = 0; oy < g->oh; oy++) {                                         \
+                int64_t y0 = oy * g->sh - g->ph;                                             \
+                for (int64_t ox = 0; ox < g->ow; ox++) {                                     \
+                    int64_t o = p * per + oy * g->ow + ox, a = arg[o];                       \
+                    if (a < 0 || a >= plane) continue;                                       \
+                    int64_t iy = a / g->w, ix = a % g->w, x0 = ox * g->sw - g->pw;           \
+                    if (iy < y0 || iy >= y0 + g->kh || ix < x0 || ix >= x0 + g->kw) continue; \
+                    d[a] = beta == 0 ? ST(LD(dy[o])) : ST(LD(d[a]) + LD(dy[o]));             \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    }                                                                                        \
     /* Gathered per input element, not scattered per output: each dx is   \
      * summed in C (fp32 for the 16-bit types) over the windows that chose \
      * it, in output order, and stored once, as the ABI's single rounding   \
@@ -130,6 +154,10 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
     static void max_pool_bwd_##S(const T *dy, const int32_t *arg, const lt_conv_geom *g,     \
                                  T *dx, C beta) {                                            \
         int64_t per = g->oh * g->ow;                                                         \
+        if (g->kh <= g->sh && g->kw <= g->sw && (beta == 0 || beta == 1)) {                  \
+            max_pool_bwd_disjoint_##S(dy, arg, g, dx, beta);                                 \
+            return;                                                                          \
+        }                                                                                    \
         for (int64_t p = 0; p < g->c; p++)                                                   \
             for (int64_t iy = 0; iy < g->h; iy++) {                                          \
                 int64_t a0 = iy + g->ph - g->kh + 1, oy1 = (iy + g->ph) / g->sh;             \
