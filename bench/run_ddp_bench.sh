@@ -29,22 +29,25 @@
 #   LT_FASHION_MNIST_DIR  data (default /usr/share/datasets/fashion-mnist)
 #
 # Where the second core goes at batch 64 (measured 2026-11-24, AMD EPYC, 2
-# cores, default backend = shm; bench/thread_stats.py over one epoch of
-# 430 steps per rank): per rank and step the training thread used 3.4-3.9 ms
-# of CPU (one process alone: 2.9 ms; the two ranks share the caches and
-# memory bandwidth, and the copies below evict their data), the shm worker
-# 0.73-0.76 ms (copying 2.7 MB of gradients into the segment, reducing half,
-# copying both halves out), the data loader 0.16-0.2 ms; the training
-# thread also waited 0.9-1.1 ms per step for a core (run queue). That is
-# ~4.6 ms of CPU per rank-step on two cores against 2.9 ms for one process
-# alone: a ceiling near 2 x 2.9 / 4.6 = 1.3-1.45x, which is what the runs
-# give (1.41x), not the 1.8x asked. Overlapping communication with backward
-# cannot help here: it hides waiting, and on this model with one rank per
-# core there is none to hide; the communication is copying, done on the
-# same two cores that compute (no overlap: 1.44x, overlap: 1.41x). What
-# would: fewer bytes (fp16/bf16 comm hooks, 16-mixed: half), or no copies
-# (gradients allocated in the shared segment so ranks reduce in place).
-# At batch 512 the copies are ~4% of a 20 ms step and ddp gives 1.76x.
+# cores, default backend = shm, bench/thread_stats.py over one epoch of 430
+# steps per rank; ltrun binds each rank to one core, so a rank's threads
+# share it). Before group memory, per rank and step: the training thread
+# 3.4-3.9 ms of CPU (one process alone: 2.9 ms), the shm worker 0.73-0.76
+# ms copying the 2.7 MB of gradients into the segment, reducing half and
+# copying both halves out, the data loader 0.16-0.2 ms: 1.41x one process.
+# With the gradients in shm's group memory (strategy.place_grads, the
+# default), the worker reduces in place (read both ranks' halves, write the
+# sums into both): 0.12-0.18 ms; the training thread 2.9-3.1 ms (one
+# process alone, with the faster AVX2 GEMM: 2.67 ms), the loader 0.12-0.15
+# ms (64 preads and the byte-to-float table, on the rank's own core now):
+# 1.74-1.77x one process in quiet runs. What is left over one process is
+# the loader's share of the core, the reduction's pass over the gradients,
+# and the optimizer reading gradients half written by the other core
+# (sgd_momentum's share of the profile rises from 5.5% to 6.3%).
+# Overlapping communication with backward gains nothing here (overlap on
+# and off measure alike, within 1%): with one rank per core there is no
+# idle core to hide it on, and the reduction is memory traffic on the core
+# that computes.
 #
 # Figures: median of REPS, best in parentheses (the machine is shared and
 # noisy). The target verdicts use the medians. Nothing passes or fails on a
