@@ -44,7 +44,11 @@ lt_status lt_run_place_grads(lt_run *run, bool *placed) {
     size_t bytes = m->total * lt_dtype_size(m->dtype);
     char err[512];
     lt_status st = lt_pg_mem_alloc(run->default_pg, bytes, &run->placed_grads, err, sizeof err);
-    if (st == LT_ERR_UNSUPPORTED && !err[0]) return LT_OK;
+    if (st == LT_ERR_UNSUPPORTED) { /* none, or no room for it: every rank alike */
+        if (err[0] && run->world.global_rank == 0)
+            lt_log(NULL, LT_LOG_WARN, "the gradients stay in the accelerator's memory: %s", err);
+        return LT_OK;
+    }
     if (st != LT_OK) {
         lt_set_error(NULL, "%s", err);
         return st;

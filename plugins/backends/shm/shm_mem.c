@@ -115,7 +115,12 @@ lt_status shm_mem_alloc(lt_ctx *ctx, const void *owner, lt_store *store, const c
     int fd;
     if (rank == 0) {
         fd = make_object(ctx, prefix, len, name, sizeof name);
-        if (fd < 0) return LT_ERR_IO;
+        if (fd < 0) {
+            /* No room (a container's small /dev/shm): every rank declines
+             * alike, so the caller can go on with memory of its own. */
+            lt_store_set(store, key, "", 0);
+            return LT_ERR_UNSUPPORTED;
+        }
     } else {
         void *v = NULL;
         size_t n = 0;
@@ -126,6 +131,11 @@ lt_status shm_mem_alloc(lt_ctx *ctx, const void *owner, lt_store *store, const c
         }
         snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), (const char *)v);
         free(v);
+        if (!name[0]) {
+            lt_set_error(ctx, "shm group memory '%s': rank 0 could not make the %zu-byte object (is /dev/shm "
+                              "big enough?)", prefix, len);
+            return LT_ERR_UNSUPPORTED;
+        }
         fd = shm_open(name, O_RDWR, 0600);
         struct stat sb;
         if (fd < 0 || fstat(fd, &sb) != 0 || (size_t)sb.st_size != len) {

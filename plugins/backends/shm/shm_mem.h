@@ -37,7 +37,9 @@ static inline unsigned char *shm_mem_at(const shm_mem *m, int r, size_t off) {
 /* The collective allocation: rank 0 makes the object and publishes its name
  * under "<prefix>shm/mem/<id>"; every rank maps it and waits until all have
  * (or deadline_ms passes, or *aborted turns non-zero). *out: this rank's
- * slice, zeroed. One-line error in ctx. */
+ * slice, zeroed. When rank 0 cannot make the object (no room in /dev/shm)
+ * it publishes an empty name and every rank returns LT_ERR_UNSUPPORTED.
+ * One-line error in ctx. */
 lt_status shm_mem_alloc(lt_ctx *ctx, const void *owner, lt_store *store, const char *prefix, int rank,
                         int world, uint64_t id, size_t bytes, int64_t deadline_ms,
                         _Atomic uint32_t *aborted, void **out);

@@ -117,7 +117,8 @@ typedef struct lt_backend_desc {
      * mem_alloc is collective: every rank of g calls it with the same bytes,
      * in the same order, on the thread that issues g's collectives, between
      * collectives. *out: this rank's `bytes`, 64-byte aligned, zeroed, host
-     * memory. Collectives accept it like any other buffer; a buffer inside it
+     * memory. LT_ERR_UNSUPPORTED, on every rank alike, when there is no
+     * room for it: the caller goes on with memory of its own. Collectives accept it like any other buffer; a buffer inside it
      * must be at the same offset of the same allocation on every rank of a
      * collective (else the collective fails with LT_ERR_MISMATCH).
      *

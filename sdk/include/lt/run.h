@@ -58,7 +58,8 @@ LT_API lt_status lt_run_flat(lt_run *run, lt_flat *out);
  * default group; call it from configure_ddp before lt_run_flat (whose
  * pointers it changes) and before anything else keeps the gradient
  * pointer. *placed says whether they moved; false, with LT_OK, when the
- * backend offers no group memory (gloo, nccl, a hierarchical or a staged
+ * backend offers no group memory or has no room for it (a warning says so;
+ * gloo, nccl, a hierarchical or a staged
  * group, or a precision plugin built before ABI 1.7, which may keep the
  * pointer it got at setup). The run frees the memory after the model.
  * LT_ERR_STATE before

@@ -357,6 +357,12 @@ static int sc_group_mem(child *c) {
                       "%s op %d: [%zu] = %g, want %g", lt_dtype_name(dts[d]), ops[o], i, get(buf, i, dts[d]),
                       expected(dts[d], ops[o], c->world, i));
         }
+    /* No room for it (1 TiB a rank): every rank declines alike and the group goes on. */
+    void *huge = (void *)1;
+    lt_status hs = c->be->mem_alloc(&c->ctx, g, (size_t)1 << 40, &huge);
+    CHECK(c, hs == LT_ERR_UNSUPPORTED && huge == NULL, "1 TiB of group memory: %s", lt_status_str(hs));
+    CHECK(c, strstr(lt_last_error(&c->ctx), "/dev/shm"), "message: %s", lt_last_error(&c->ctx));
+    if (check_allreduce(c, g, LT_F32, LT_SUM, 1001)) return 1;
     /* Rank 0 passes group memory, the others their own: a mismatch, not silently wrong sums. */
     float priv[64] = {0};
     float *where = c->rank == 0 ? gm : priv;
