@@ -182,7 +182,6 @@ lt_status lt_pg_mem_alloc(lt_pg *pg, size_t bytes, lt_pg_mem *out, char *err, si
     }
     out->b = pg->b;
     out->ctx = pg->bctx;
-    out->bytes = bytes;
     return LT_OK;
 }
 

@@ -59,7 +59,6 @@ typedef struct lt_pg_mem {
     const lt_backend_desc *b; /* NULL: nothing held */
     lt_ctx ctx;               /* a copy of the group's backend context */
     void *p;
-    size_t bytes;
 } lt_pg_mem;
 lt_status lt_pg_mem_alloc(lt_pg *pg, size_t bytes, lt_pg_mem *out, char *err, size_t errlen);
 void lt_pg_mem_free(lt_pg_mem *m);

@@ -192,7 +192,7 @@ lt_status shm_mem_alloc(lt_ctx *ctx, const void *owner, lt_store *store, const c
     }
     *m = (shm_mem){.owner = owner, .id = id, .map = map, .map_len = len,
                    .slices = (unsigned char *)map + MEM_HDR_BYTES, .stride = stride, .bytes = bytes,
-                   .world = world, .rank = rank};
+                   .rank = rank};
     pthread_mutex_lock(&g_mu);
     m->next = g_list;
     g_list = m;

@@ -21,7 +21,7 @@ typedef struct shm_mem {
     size_t map_len;
     unsigned char *slices;   /* rank r's slice at slices + r * stride */
     size_t stride, bytes;
-    int world, rank;
+    int rank;
 } shm_mem;
 
 /* The allocation of `owner` whose slice for this rank holds [p, p + len),
