@@ -94,8 +94,10 @@ static cpu_hgemm_path lowp_path(const cpu_state *s, bool ta, bool tb, int64_t m,
      * process alone on several cores), the shapes PACKED takes go to it:
      * at 2 threads it ran them 1.8x faster than one, so converting whole
      * operands for it (0.83-0.95x of its f32) beats PACKED (about 0.5x).
-     * DOT's and STREAM's thin shapes gain little from more threads. */
-    if (path == CPU_HGEMM_PACKED && openblas_get_num_threads() > 1) return CPU_HGEMM_NONE;
+     * DOT's and STREAM's thin shapes gain little from more threads. YT's
+     * go too, as the f32 path's own Y^T does (gemm_avx2.c, avx2_wins). */
+    if ((path == CPU_HGEMM_PACKED || path == CPU_HGEMM_YT) && openblas_get_num_threads() > 1)
+        return CPU_HGEMM_NONE;
     return path;
 }
 

@@ -18,12 +18,18 @@
  *           place and widened in registers 16 columns at a time. For a C of
  *           few rows, or a tiny k; needs B not transposed.
  *   PACKED  both widened into fp32 panels (A in 6-row panels, B in
- *           16-column panels, BLIS's loops), any transposes. */
+ *           16-column panels, BLIS's loops), any transposes.
+ *   YT      Y^T = B op(A)^T: B's rows widened 6 at a time, unshuffled, and
+ *           broadcast; op(A)^T packed in 16-column panels; an fp32 Y^T
+ *           transposed into C. For a short op(A) against a B stored
+ *           transposed (a forward at a small batch); needs B transposed
+ *           (gemm_lowp_yt.c). */
 typedef enum cpu_hgemm_path {
     CPU_HGEMM_NONE = 0, /* none of these: gemm_lowp.c's whole-operand conversion */
     CPU_HGEMM_DOT,
     CPU_HGEMM_STREAM,
     CPU_HGEMM_PACKED,
+    CPU_HGEMM_YT,
     CPU_HGEMM_PATHS
 } cpu_hgemm_path;
 
@@ -39,6 +45,7 @@ cpu_hgemm_path cpu_hgemm_avx2_pick(bool ta, bool tb, int64_t m, int64_t n, int64
 
 /* fp32 scratch (in floats) the path needs for the shape. */
 int64_t cpu_hgemm_avx2_scratch(cpu_hgemm_path path, int64_t m, int64_t n, int64_t k);
+int64_t cpu_hgemm_yt_scratch(int64_t m, int64_t n, int64_t k); /* YT's part of it */
 
 /* C = alpha op(A) op(B) + beta C, t = LT_F16 or LT_BF16, row-major as
  * cblas; beta 0 never reads C. Arguments valid, m, n, k > 0, alpha != 0,

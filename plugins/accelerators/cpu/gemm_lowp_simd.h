@@ -91,4 +91,16 @@ void cpu_hgemm_dot_avx2(bool bf, bool tb, int64_t m, int64_t n, int64_t k, float
                         const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb,
                         float beta, uint16_t *c, int64_t ldc, float *bt);
 
+/* gemm_lowp_yt.c: the YT path (B transposed); its scratch in floats is
+ * cpu_hgemm_yt_scratch (gemm_lowp_avx2.h). */
+void cpu_hgemm_yt_avx2(bool bf, bool ta, int64_t m, int64_t n, int64_t k, float alpha,
+                       const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb,
+                       float beta, uint16_t *c, int64_t ldc, float *scratch);
+
+/* gemm_lowp_avx2.c: a B panel, bp[p * 16 + j] = op(B)[p0 + p, j0 + j]
+ * widened for j < nr (<= 16), zero for nr <= j < 16, p < kc. YT packs
+ * op(A)^T with it. */
+void cpu_hgemm_pack_b(bool bf, bool tb, const uint16_t *b, int64_t ldb, int64_t p0, int64_t kc,
+                      int64_t j0, int nr, float *bp);
+
 #endif

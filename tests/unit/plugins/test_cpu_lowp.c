@@ -313,7 +313,7 @@ typedef struct gemm_shape {
     int lda, ldb, ldc;
 } gemm_shape;
 
-static const char *const path_names[CPU_HGEMM_PATHS] = {"none", "DOT", "STREAM", "PACKED"};
+static const char *const path_names[CPU_HGEMM_PATHS] = {"none", "DOT", "STREAM", "PACKED", "YT"};
 enum { NRUNNERS = NVARIANTS + CPU_HGEMM_PATHS - 1 };
 
 static const char *runner_name(int r) {
@@ -467,6 +467,11 @@ static void test_gemm_odd_sizes(void) {
                     for (size_t ik = 0; ik < sizeof ks / sizeof *ks; ik++, turn++)
                         gemm_case(halves[ti], tr & 1, tr & 2, ms[im], ns[in], ks[ik],
                                   alphas[turn % 3], betas[(turn / 3) % 3], 1 + turn % 3);
+    /* YT's passes over B's rows: Y^T holds 1008 rows of a 64-column
+     * (m 53, 40 padded) op(A)^T, so n = 1100 and 1030 take two, the second
+     * short; A stored both ways, k in 2 blocks */
+    gemm_case(LT_BF16, false, true, 53, 1100, 300, 0.75, -0.5, 1);
+    gemm_case(LT_F16, true, true, 40, 1030, 70, 1.0, 1.0, 2);
     printf("\n  %d shapes, %d runs over the isa settings and kernel paths\n", g_cases, g_runs);
     if (!cpu_hgemm_avx2_usable())
         printf("  lt's 16-bit kernels: SKIPPED (this CPU lacks AVX2, FMA or F16C)\n");
@@ -572,8 +577,8 @@ static void test_gemm_special(void) {
 }
 
 /* Which way the plugin goes (isa=avx2, the f32 path lt's 16-bit kernels
- * were measured against) for a shape PACKED takes: lt's kernels while
- * OpenBLAS runs one thread (bit for bit what PACKED called directly
+ * were measured against) for shapes PACKED and YT take: lt's kernels while
+ * OpenBLAS runs one thread (bit for bit what the path called directly
  * gives), whole-operand conversion for OpenBLAS's threads when it runs
  * more (bit for bit what isa=generic gives, which always converts). */
 static void test_gemm_dispatch(void) {
@@ -587,23 +592,30 @@ static void test_gemm_dispatch(void) {
         printf("\n  SKIPPED: lt's 16-bit kernels do not run here\n");
         return;
     }
-    enum { M = 40, N = 70, K = 300 };
-    CU_ASSERT_EQUAL_FATAL(cpu_hgemm_avx2_pick(false, true, M, N, K), CPU_HGEMM_PACKED);
-    static uint16_t a[M * K], b[N * K], c[4][M * N];
+    enum { M = 40, N = 70, KMAX = 300 };
+    static const struct { int k; cpu_hgemm_path path; } cases[] = {
+        {KMAX, CPU_HGEMM_YT}, /* k > m: Y^T */
+        {36, CPU_HGEMM_PACKED},
+    };
+    static uint16_t a[M * KMAX], b[N * KMAX], c[4][M * N];
     int before = get_threads();
-    for (int ti = 0; ti < 2; ti++) {
-        lt_dtype t = halves[ti];
-        for (int i = 0; i < M * K; i++) a[i] = to16(t, rnd_unit());
-        for (int i = 0; i < N * K; i++) b[i] = to16(t, rnd_unit());
-        gemm_shape sh = {t, false, true, M, N, K, 1.0, 0.0, K, K, N};
-        set_threads(1);
-        run_gemm(2, &sh, a, b, c[0]);                                /* isa=avx2 */
-        run_gemm(NVARIANTS + CPU_HGEMM_PACKED - 1, &sh, a, b, c[1]); /* PACKED directly */
-        CU_ASSERT_EQUAL(memcmp(c[0], c[1], sizeof c[0]), 0);
-        set_threads(2);
-        run_gemm(2, &sh, a, b, c[2]);
-        run_gemm(3, &sh, a, b, c[3]); /* isa=generic */
-        CU_ASSERT_EQUAL(memcmp(c[2], c[3], sizeof c[2]), 0);
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        int k = cases[ci].k;
+        CU_ASSERT_EQUAL_FATAL(cpu_hgemm_avx2_pick(false, true, M, N, k), cases[ci].path);
+        for (int ti = 0; ti < 2; ti++) {
+            lt_dtype t = halves[ti];
+            for (int i = 0; i < M * k; i++) a[i] = to16(t, rnd_unit());
+            for (int i = 0; i < N * k; i++) b[i] = to16(t, rnd_unit());
+            gemm_shape sh = {t, false, true, M, N, k, 1.0, 0.0, k, k, N};
+            set_threads(1);
+            run_gemm(2, &sh, a, b, c[0]);                              /* isa=avx2 */
+            run_gemm(NVARIANTS + cases[ci].path - 1, &sh, a, b, c[1]); /* the path directly */
+            CU_ASSERT_EQUAL(memcmp(c[0], c[1], sizeof c[0]), 0);
+            set_threads(2);
+            run_gemm(2, &sh, a, b, c[2]);
+            run_gemm(3, &sh, a, b, c[3]); /* isa=generic */
+            CU_ASSERT_EQUAL(memcmp(c[2], c[3], sizeof c[2]), 0);
+        }
     }
     set_threads(before);
 }
