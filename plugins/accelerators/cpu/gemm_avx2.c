@@ -442,13 +442,6 @@ bool lt_sgemm_avx2_usable(void) {
     return avx2_ok;
 }
 
-/* B transposed: Y^T (gemm_nt) rather than B^T packed (gemm_packed).
- * Transposing Y^T costs per element of C, packing B^T per element of B, so
- * a short k favours the second (NT 128 x 512 x 64: 0.100 against 0.121
- * ms); the crossover measured at k = 2m from m = 64 up, nearer k = m below
- * (where packed A's 6-row tiles pad more). */
-static bool nt_by_yt(int64_t m, int64_t k) { return k > (m < 48 ? m : 2 * m); }
-
 /* This file's own paths (the shared driver's `own` hook). Thin shapes, and
  * narrow ones (n < 64) unless they run as Y^T, are left to the shared
  * in-place paths: there B stays in L1 unpacked, and packing it cost more
@@ -457,7 +450,8 @@ static bool avx2_own(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n
                      float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                      float beta, float *c, int64_t ldc) {
     if (m < 16 || n < 16) return false;
-    if (tb && nt_by_yt(m, k)) return gemm_nt(s, ta, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (tb && lt_sgemm_nt_by_yt(m, k))
+        return gemm_nt(s, ta, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (n < 64) return false;
     return gemm_packed(s, m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, tb ? 1 : ldb,
                        tb ? ldb : 1, beta, c, ldc);
@@ -490,7 +484,7 @@ static bool avx2_own(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n
 static bool avx2_wins(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
     if (m < 16 || n < 16) return true;
     if (openblas_get_num_threads() > 1) return false;
-    if (tb) return m <= LT_SGEMM_SHORT && (n >= 64 || nt_by_yt(m, k));
+    if (tb) return m <= LT_SGEMM_SHORT && (n >= 64 || lt_sgemm_nt_by_yt(m, k));
     return k <= LT_SGEMM_SHORT && (m >= 40 || k <= 32) && (n >= 64 || !ta);
 }
 

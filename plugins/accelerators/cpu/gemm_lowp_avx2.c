@@ -24,6 +24,7 @@
 #include "gemm_lowp_avx2.h"
 
 #include <pthread.h>
+#include "gemm_avx2.h"
 
 enum {
     MR = 6,    /* rows of A per panel, of C per tile */
@@ -100,10 +101,9 @@ static KERN void pack_a(bool bf, bool ta, const uint16_t *a, int64_t lda, int64_
         widen_transpose8(bf, ap + p * AP, AP, src + p, lda, mr, kc - p < 8 ? (int)(kc - p) : 8);
 }
 
-/* A B panel: bp[p * NR + j] = op(B)[p0 + p, j0 + j] for j < nr (<= NR),
- * zero for nr <= j < NR, p < kc. */
-static KERN void pack_b(bool bf, bool tb, const uint16_t *b, int64_t ldb, int64_t p0, int64_t kc,
-                        int64_t j0, int nr, float *bp) {
+/* A B panel (gemm_lowp_simd.h); YT packs op(A)^T with it. */
+KERN void cpu_hgemm_pack_b(bool bf, bool tb, const uint16_t *b, int64_t ldb, int64_t p0,
+                           int64_t kc, int64_t j0, int nr, float *bp) {
     if (!tb) { /* op(B)[p, j] = b[p * ldb + j]: rows along n */
         for (int64_t p = 0; p < kc; p++) {
             const uint16_t *src = b + (p0 + p) * ldb + j0;
@@ -131,11 +131,6 @@ static KERN void pack_b(bool bf, bool tb, const uint16_t *b, int64_t ldb, int64_
             widen_transpose8(bf, bp + p * NR + h, NR, src + p, ldb, cols,
                              kc - p < 8 ? (int)(kc - p) : 8);
     }
-}
-
-KERN void cpu_hgemm_pack_b(bool bf, bool tb, const uint16_t *b, int64_t ldb, int64_t p0,
-                           int64_t kc, int64_t j0, int nr, float *bp) {
-    pack_b(bf, tb, b, ldb, p0, kc, j0, nr, bp);
 }
 
 /* ---- the 6 x 16 tile ------------------------------------------------------------ */
@@ -295,8 +290,8 @@ static KERN void run_tiles(bool bf, bool stream, bool ta, bool tb, int64_t m, in
             int64_t nc = n - j0 < NC ? n - j0 : NC;
             for (int64_t jr = j0; jr < j0 + nc; jr += NR) /* the strips not streamed */
                 if (jr >= n_full)
-                    pack_b(bf, tb, b, ldb, p0, kc, jr, n - jr < NR ? (int)(n - jr) : NR,
-                           bp + (stream ? 0 : (jr - j0) * kc));
+                    cpu_hgemm_pack_b(bf, tb, b, ldb, p0, kc, jr, n - jr < NR ? (int)(n - jr) : NR,
+                                     bp + (stream ? 0 : (jr - j0) * kc));
             for (int64_t i0 = 0; i0 < m; i0 += MC) {
                 int np = panels(m - i0 < MC ? m - i0 : MC, rows);
                 for (int q = 0, r = 0; q < np; r += rows[q++])
@@ -382,7 +377,7 @@ int64_t cpu_hgemm_avx2_scratch(cpu_hgemm_path path, int64_t m, int64_t n, int64_
  *     convolution, k = 9): 1.1-1.9x, where packing B costs more than the
  *     few products per element it feeds;
  *   - YT where B is stored transposed and op(A) is short against k (the
- *     f32 path's own rule for its Y^T, gemm_avx2.c's nt_by_yt): the MLP's
+ *     f32 path's own rule for its Y^T, lt_sgemm_nt_by_yt): the MLP's
  *     forward at batch 64, 0.95-0.96x on 64 x 512 x 512 where PACKED ran
  *     0.92x, 0.94x on 64 x 512 x 784 (0.93x); even with PACKED on the
  *     CNN's (64 x 288 x 196: 0.88-0.89x; 64 x 128 x 3136: 0.94-0.95x);
@@ -390,7 +385,7 @@ int64_t cpu_hgemm_avx2_scratch(cpu_hgemm_path path, int64_t m, int64_t n, int64_
  *     forward, 64 x 196 x 288). */
 cpu_hgemm_path cpu_hgemm_avx2_pick(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
     if (!ta && n <= 16) return CPU_HGEMM_DOT;
-    if (tb && m >= 16 && k > (m < 48 ? m : 2 * m)) return CPU_HGEMM_YT;
+    if (tb && lt_sgemm_nt_by_yt(m, k)) return CPU_HGEMM_YT;
     if (!tb && (m <= 16 || k <= 16)) return CPU_HGEMM_STREAM;
     return CPU_HGEMM_PACKED;
 }

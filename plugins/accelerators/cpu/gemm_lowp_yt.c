@@ -13,10 +13,12 @@
  * fp32 Y^T that is transposed into C at the end, scaled and rounded once. */
 #include "gemm_lowp_avx2.h"
 
+#include "gemm_short.h"
+
 enum {
     MR = 6,              /* rows of B (columns of C) per tile */
     NR = 16,             /* columns of op(A)^T (rows of C) per tile */
-    KB = 256,            /* k block: 6 widened rows of B (6 KiB) stay in L1 */
+    KB = LT_SGEMM_KC,    /* k block, the f32 path's: 6 widened rows of B (6 KiB) stay in L1 */
     YT_FLOATS = 1 << 16, /* Y^T per pass, 256 KiB: half of L2 (64 x 1024 floats) */
 };
 
