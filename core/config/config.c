@@ -371,6 +371,8 @@ static const core_key core_keys[] = {
     {"optimizer", "momentum", F, "0", "sgd momentum", {AT_LEAST(0)}},
     {"optimizer", "dampening", F, "0", "sgd dampening", ANY},
     {"optimizer", "nesterov", B, "false", "sgd nesterov momentum", ANY},
+    {"optimizer", "fused", B, "true",
+     "mixed precision: sgd in one pass with the gradient and compute-copy casts (torch's fused=)", ANY},
     {"optimizer", "weight_decay", F, "0", "L2 penalty (decoupled for adamw)", {AT_LEAST(0)}},
     {"optimizer", "beta1", F, "0.9", "adam beta1", {IN_OPEN(0, 1)}},
     {"optimizer", "beta2", F, "0.999", "adam beta2", {IN_OPEN(0, 1)}},

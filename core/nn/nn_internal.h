@@ -49,6 +49,11 @@ struct lt_model {
     lt_dtype master_dtype;
     void *master_flat;
     void *master_grads;
+    /* lt_run_defer_unscale (ABI 1.8): master_grads is not written this
+     * step; the true-scale gradients are grads_flat times grad_mul, and
+     * lt_model_unscale_grads writes them when something must read them. */
+    bool grads_deferred;
+    double grad_mul;
     bool borrows_params; /* a replica reading the root's params_flat in place */
     uint64_t grad_cycle;
     const lt_kernels *k;

@@ -105,10 +105,14 @@ void lt_optim_apply(const lt_optimizer *o, void *params, const void *grads, size
         k->adamw_step(kctx, o->dtype, p, g, (char *)o->state[0] + offset * esz, (char *)o->state[1] + offset * esz,
                       (int64_t)count, &a);
     } else {
-        lt_sgd_args a = {o->lr, o->cfg.momentum, o->cfg.dampening, o->cfg.weight_decay,
-                         o->cfg.nesterov, o->step == 0};
+        lt_sgd_args a = lt_optim_sgd_args(o);
         k->sgd_step(kctx, o->dtype, p, g, o->nstate ? (char *)o->state[0] + offset * esz : NULL, (int64_t)count, &a);
     }
+}
+
+lt_sgd_args lt_optim_sgd_args(const lt_optimizer *o) {
+    return (lt_sgd_args){o->lr, o->cfg.momentum, o->cfg.dampening, o->cfg.weight_decay,
+                         o->cfg.nesterov, o->step == 0};
 }
 
 void lt_optim_end(lt_optimizer *o) { o->step++; }

@@ -21,6 +21,7 @@ typedef struct lt_optimizer {
     int64_t total_steps;   /* for cosine; 0 = unknown */
     int64_t steps_per_epoch;
     double lr;             /* in force for the next step */
+    bool fuse;             /* optimizer.fused: one-pass mixed-precision SGD where it can */
 } lt_optimizer;
 
 /* Checks the config (names, ranges), one-line error naming the key. */
@@ -44,6 +45,25 @@ void lt_optim_begin(lt_optimizer *o, int64_t epoch);
 void lt_optim_apply(const lt_optimizer *o, void *params, const void *grads, size_t offset, size_t count,
                     const lt_kernels *k, lt_ctx *kctx);
 void lt_optim_end(lt_optimizer *o);
+/* The sgd_step kernels' arguments for this step. */
+lt_sgd_args lt_optim_sgd_args(const lt_optimizer *o);
+
+/* model_update.c: the update of a model's flat buffers (its master ones
+ * under mixed precision). Whether the step can be one pass (mixed
+ * precision, SGD, fp32 master, a 16-bit compute copy, optimizer.fused and
+ * the accelerator's sgd_step_mixed): */
+bool lt_model_update_fuses(const lt_model *m, const lt_optimizer *o);
+/* lt_run_defer_unscale: the master gradients are grads_flat x grad_mul. */
+void lt_model_defer_unscale(lt_model *m, double grad_mul);
+/* Writes the master gradients a deferred unscale left unwritten (cast,
+ * multiply); nothing otherwise. Kernels only: the caller synchronizes. */
+void lt_model_unscale_grads(lt_model *m);
+/* lt_optim_apply over [offset, offset + count) of the model's buffers. With
+ * fused (lt_model_update_fuses said so), one sgd_step_mixed that also
+ * writes that range of the compute copy and reads the gradients deferred
+ * or not; without, the master gradients must be written (unscale_grads). */
+void lt_model_optim_apply(const lt_model *m, const lt_optimizer *o, bool fused, size_t offset,
+                          size_t count, lt_ctx *kctx);
 /* Scales grads so their global L2 norm is at most max_norm (PyTorch's rule);
  * returns the norm before clipping. */
 double lt_clip_grad_norm(void *grads, size_t n, lt_dtype t, double max_norm, const lt_kernels *k,

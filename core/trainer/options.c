@@ -181,6 +181,7 @@ static lt_status read_optim(reader *r, lt_optim_options *oo) {
         return fail(r, "optimizer.lr_scaling = '%s': use none, linear or sqrt", rule);
     copy(oo->lr_scaling, sizeof oo->lr_scaling, rule);
     oo->reference_batch = i64(r, "optimizer", "reference_batch_size");
+    oo->fused = flag(r, "optimizer", "fused");
     return LT_OK;
 }
 

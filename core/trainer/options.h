@@ -60,6 +60,7 @@ typedef struct lt_optim_options {
     lt_optim_config cfg;      /* before the module's configure_optimizers */
     char lr_scaling[16];      /* none | linear | sqrt */
     int64_t reference_batch;  /* <= 0: the per-process batch */
+    bool fused;               /* optimizer.fused (model_update.c) */
 } lt_optim_options;
 
 typedef struct lt_dist_options {

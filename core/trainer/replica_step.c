@@ -306,7 +306,7 @@ static void replicas_bwd(lt_step *s, lt_node *n, double seed) {
 /* ---- the optimizer step, split over the replicas' threads ------------------ */
 
 static void optimizer_job(lt_replica *rep, void *arg) {
-    (void)arg;
+    bool fused = *(const bool *)arg;
     lt_replica_set *rs = rep->set;
     lt_run *r = rs->run;
     lt_model *root = r->model;
@@ -316,19 +316,19 @@ static void optimizer_job(lt_replica *rep, void *arg) {
     size_t lo = (size_t)rep->index * per, hi = lo + per < total ? lo + per : total;
     if (lo >= hi) return;
     lt_ctx *kc = rep->index ? &rep->accel_ctx : &r->accel.ctx;
-    lt_optim_apply(&r->optim, lt_model_opt_params(root), lt_model_opt_grads(root), lo, hi - lo, root->k, kc);
+    lt_model_optim_apply(root, &r->optim, fused, lo, hi - lo, kc);
     lt_status st = LT_ACC(r)->synchronize(kc);
     if (st != LT_OK) lt_replica_fail(rep, st, "optimizer step: %s", lt_last_error(kc));
 }
 
-lt_status lt_replicas_optimizer_step(lt_run *r) {
+lt_status lt_replicas_optimizer_step(lt_run *r, bool fused) {
     lt_replica_set *rs = r->replicas;
     lt_model *m = r->model;
     if (rs->copied) {
-        lt_optim_apply(&r->optim, lt_model_opt_params(m), lt_model_opt_grads(m), 0, m->total, m->k, m->kctx);
+        lt_model_optim_apply(m, &r->optim, fused, 0, m->total, m->kctx);
         return LT_OK;
     }
-    return lt_replicas_run(rs, optimizer_job, NULL, "optimizer step");
+    return lt_replicas_run(rs, optimizer_job, &fused, "optimizer step");
 }
 
 /* ---- the API -------------------------------------------------------------- */

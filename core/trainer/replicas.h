@@ -115,10 +115,11 @@ lt_status lt_replicas_collective(lt_step *s, const lt_replica_coll *args);
  * make (the round fails, naming it). */
 void lt_replicas_collectives_begin(lt_replica_set *rs);
 void lt_replicas_collectives_leave(lt_replica *rep);
-/* replica_step.c: the optimizer update (lt_optim_apply, between the
- * trainer's lt_optim_begin and lt_optim_end) over the root's flat buffers,
- * each replica's thread a slice (shared parameters; else the root alone). */
-lt_status lt_replicas_optimizer_step(struct lt_run *r);
+/* replica_step.c: the optimizer update (lt_model_optim_apply, fused or
+ * not, between the trainer's lt_optim_begin and lt_optim_end) over the
+ * root's flat buffers, each replica's thread a slice (shared parameters;
+ * else the root alone). */
+lt_status lt_replicas_optimizer_step(struct lt_run *r, bool fused);
 /* replica_step.c: every replica model's grad-ready callback (user: the
  * lt_replica) while the replicas run backward. */
 void lt_replica_grad_ready(void *user, size_t offset, size_t count);

@@ -1,5 +1,6 @@
 /* What strategy and precision plugins borrow from a run (lt/run.h), and the
  * core's defaults for the strategy hooks that need a run. */
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,7 +75,22 @@ lt_status lt_run_master_grads(lt_run *run, void **out) {
         lt_set_error(NULL, "lt_run_master_grads: the gradients do not exist before the model is made (precision setup)");
         return LT_ERR_STATE;
     }
+    lt_model_unscale_grads(run->model); /* the caller reads them: a deferred cast happens now */
     *out = lt_model_opt_grads(run->model);
+    return LT_OK;
+}
+
+lt_status lt_run_defer_unscale(lt_run *run, double grad_mul) {
+    lt_model *m = run->model;
+    if (!m || !m->master_grads) {
+        lt_set_error(NULL, "lt_run_defer_unscale: there are no master gradients to defer (the precision's param dtype equals its grad dtype, or the model is not made yet)");
+        return LT_ERR_STATE;
+    }
+    if (!(grad_mul > 0 && isfinite(grad_mul))) {
+        lt_set_error(NULL, "lt_run_defer_unscale: grad_mul = %g; it must be finite and > 0 (1 / the loss scale)", grad_mul);
+        return LT_ERR_INVALID;
+    }
+    lt_model_defer_unscale(m, grad_mul);
     return LT_OK;
 }
 
@@ -263,8 +279,18 @@ static lt_status default_eval_step(lt_ctx *ctx, lt_run *run, lt_step *step, lt_s
 lt_status lt_run_optimizer_step(lt_run *run) {
     lt_model *m = run->model;
     if (!m) return lt_run_fail(run, LT_ERR_STATE, "lt_run_optimizer_step: no model yet");
-    if (run->replicas) return lt_replicas_optimizer_step(run); /* each replica's thread a slice */
-    lt_optim_apply(&run->optim, lt_model_opt_params(m), lt_model_opt_grads(m), 0, m->total, m->k, m->kctx);
+    bool fused = lt_model_update_fuses(m, &run->optim);
+    if (!fused && m->grads_deferred) {
+        lt_model_unscale_grads(m);
+        /* Replicas' threads update from it on their own streams. */
+        lt_status st = run->replicas ? LT_ACC(run)->synchronize(&run->accel.ctx) : LT_OK;
+        if (st != LT_OK) return lt_run_hook_failed(run, &run->accel, "synchronize (unscaling gradients)", st);
+    }
+    /* The step writes the compute copy too: the trainer need not cast it
+     * again unless the parameters change once more before the next step. */
+    if (fused) run->fused_version = run->params_version + 1;
+    if (run->replicas) return lt_replicas_optimizer_step(run, fused); /* each replica's thread a slice */
+    lt_model_optim_apply(m, &run->optim, fused, 0, m->total, m->kctx);
     return LT_OK;
 }
 

@@ -66,6 +66,7 @@ struct lt_run {
     lt_optimizer optim;
     uint64_t params_version; /* bumped whenever the root's parameters change (copied replicas) */
     uint64_t compute_version; /* mixed precision: the params_version the compute copy was cast from */
+    uint64_t fused_version; /* a one-pass step wrote the compute copy of this version (0: none) */
     struct lt_replica_set *replicas; /* lt_run_replicate; NULL: the root alone */
     int64_t batch_size, val_batch_size; /* data.*: replicas need a sample each */
     int64_t accumulate;     /* trainer.accumulate_grad_batches (the tape's loss scale) */

@@ -128,6 +128,7 @@ static lt_status optimizer_step(lt_trainer *t) {
     lt_model *m = r->model;
     if (finite) {
         double clip = t->opt.loop.clip_val;
+        if (clip > 0) lt_model_unscale_grads(m); /* clipping reads the master gradients */
         void *g = lt_model_opt_grads(m); /* true-scale gradients (master ones in mixed precision) */
         if (clip > 0 && t->opt.loop.clip_by_value) lt_clip_grad_value(g, m->total, lt_model_opt_dtype(m), clip, m->k, m->kctx);
         else if (clip > 0) lt_clip_grad_norm(g, m->total, lt_model_opt_dtype(m), clip, m->k, m->kctx);
@@ -135,8 +136,11 @@ static lt_status optimizer_step(lt_trainer *t) {
         st = LT_STRAT(r)->optimizer_step(&r->strategy.ctx, r);
         lt_optim_end(&r->optim);
         r->params_version++;
+        if (r->fused_version == r->params_version) r->compute_version = r->params_version;
         if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "optimizer_step", st);
     }
+    r->fused_version = 0;
+    m->grads_deferred = false; /* a skipped step reads nothing */
     st = LT_PREC(r)->update(&r->precision.ctx, !finite);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "update", st);
     st = LT_STRAT(r)->after_optimizer_step(&r->strategy.ctx, r);

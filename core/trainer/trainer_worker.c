@@ -187,7 +187,17 @@ static lt_status setup_optimizer(lt_trainer *t) {
         printf("lt: effective batch size %lld = %lld per process x %d (%s) x %lld accumulation; lr %g (lr_scaling %s, reference batch %lld, base lr %g)\n",
                (long long)eff, (long long)batch, mult, r->strategy.ctx.name, (long long)r->accumulate,
                o->lr, rule, (long long)ref, base);
-    return lt_optim_init(&r->optim, o, r->model->total, lt_model_opt_dtype(r->model), LT_ACC(r), &r->accel.ctx, r->model->k);
+    LT_CHECK(lt_optim_init(&r->optim, o, r->model->total, lt_model_opt_dtype(r->model), LT_ACC(r), &r->accel.ctx, r->model->k));
+    r->optim.fuse = t->opt.optim.fused;
+    if (r->model->master_flat && r->world.global_rank == 0)
+        lt_log(NULL, LT_LOG_INFO, "optimizer step: %s",
+               lt_model_update_fuses(r->model, &r->optim)
+                   ? "one pass (sgd_step_mixed: the gradient cast and the compute-copy refresh folded into sgd)"
+                   : !t->opt.optim.fused ? "three passes (optimizer.fused = false)"
+                   : r->optim.kind != LT_OPT_SGD ? "three passes (only sgd has a one-pass kernel)"
+                   : !LT_KERNELS_HAS(r->model->k, sgd_step_mixed) ? "three passes (the accelerator has no sgd_step_mixed kernel)"
+                   : "three passes (sgd_step_mixed takes an fp32 master and an f16 or bf16 compute copy)");
+    return LT_OK;
 }
 
 static void *host_alloc(void *user, size_t bytes) {

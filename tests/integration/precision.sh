@@ -30,6 +30,11 @@
 #   g. 16-true and bf16-true train (finite loss, 16-bit checkpoints).
 #   h. ddp keeps 16-mixed's gradients in shm's group memory, but not under a
 #      precision plugin built for ABI 1.6, with the same result.
+#   i. optimizer.fused = false (SGD in three passes: the master gradients'
+#      cast, the step, the compute copy's cast) gives the one-pass kernel's
+#      result bit for bit: bf16-mixed alone and over dp's replica threads,
+#      16-mixed through a skipped step (1/scale != 1), and with gradient
+#      clipping (the core casts the master gradients first, then one pass).
 source "$(dirname "$0")/common.sh"
 it_init precision "$@"
 SAME=(--seed 1 --set data.shuffle=true --set optimizer.name=sgd --set optimizer.lr=0.05
@@ -129,6 +134,25 @@ train old16 --plugin-dir "$IT_PLUGINS" --precision old16 --strategy ddp --device
 check "old16: gradients in the accelerator's memory" grep -q "gradients in the accelerator's memory" \
     "$IT_TMP/old16.out" "$IT_TMP/old16.err"
 cmp_with old16 ddp-16-mixed 0 max
+
+echo "precision: i. the one-pass optimizer step equals the three passes"
+check "one-bf16-mixed: the log says the step is one pass" grep -q "optimizer step: one pass (sgd_step_mixed" \
+    "$IT_TMP/one-bf16-mixed.out" "$IT_TMP/one-bf16-mixed.err"
+train three-bf16 --precision bf16-mixed --strategy single_device --batch-size 64 --max-steps 8 --set optimizer.fused=false
+check "three-bf16: the log says three passes and why" grep -q "optimizer step: three passes (optimizer.fused = false)" \
+    "$IT_TMP/three-bf16.out" "$IT_TMP/three-bf16.err"
+cmp_with three-bf16 one-bf16-mixed 0 max
+train three-dp --precision bf16-mixed --strategy dp --devices 2 --batch-size 64 --max-steps 8 --set optimizer.fused=false
+cmp_with three-dp dp-bf16 0 max
+train three-inf "${PROBE[@]}" --precision 16-mixed --strategy single_device --batch-size 64 --max-steps 8 \
+    --set model.hidden=64 --set model.inject_steps=3 --set optimizer.fused=false
+cmp_with three-inf inf-one 0 max
+for f in true false; do
+    train clip-$f --precision 16-mixed --batch-size 64 --max-steps 8 --set trainer.gradient_clip_val=0.5 \
+        --set optimizer.fused=$f
+done
+cmp_with clip-false clip-true 0 max
+ckpt_differ "$(ckpt_of clip-true)" "$(ckpt_of one-16-mixed)" 1e-6 max "clipping at 0.5 changed the result"
 
 echo "precision: g. 16-true and bf16-true train"
 for p in 16-true bf16-true; do

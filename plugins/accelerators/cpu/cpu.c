@@ -291,6 +291,7 @@ static const lt_kernels cpu_kernel_table = {
     .quantize_u8 = cpu_quantize_u8,
     .dequantize_u8 = cpu_dequantize_u8,
     .qadam_step = cpu_qadam_step,
+    .sgd_step_mixed = cpu_sgd_step_mixed,
 };
 
 static lt_status cpu_get_kernels(lt_ctx *ctx, const lt_kernels **out) {

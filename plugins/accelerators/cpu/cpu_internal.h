@@ -171,6 +171,9 @@ void cpu_sgd_step(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *
                   int64_t n, const lt_sgd_args *a);
 void cpu_adamw_step(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *m, void *v,
                     int64_t n, const lt_adamw_args *a);
+void cpu_sgd_step_mixed(lt_ctx *ctx, void *param, lt_dtype grad_t, const void *grad,
+                        double grad_mul, void *momentum_buf, lt_dtype compute_t, void *compute,
+                        int64_t n, const lt_sgd_args *a);
 void cpu_qadam_step(lt_ctx *ctx, lt_dtype t, void *param, const void *m, const void *v, int64_t n,
                     const lt_adamw_args *a);
 

@@ -40,7 +40,6 @@ static const lt_param_spec mixed_params[] = {
 
 typedef struct mixed {
     lt_flat flat;
-    void *master_grads;
     bool scaling;
     grad_scaler sc; /* scale 1 without scaling */
     int64_t max_skips;
@@ -92,7 +91,6 @@ static lt_status mixed_setup(lt_ctx *ctx, lt_run *run) {
     lt_ctx_set_state(ctx, m);
     LT_CHECK(read_params(ctx, m));
     LT_CHECK(lt_run_flat(run, &m->flat));
-    LT_CHECK(lt_run_master_grads(run, &m->master_grads));
     if (m->flat.param_dtype != LT_F32 || m->flat.grad_dtype != MIXED_DTYPE) {
         lt_set_error(ctx, "%s: the run's buffers are %s parameters and %s gradients, not f32 and %s; the core did not apply this plugin's dtypes",
                      MIXED_NAME, lt_dtype_name(m->flat.param_dtype), lt_dtype_name(m->flat.grad_dtype), lt_dtype_name(MIXED_DTYPE));
@@ -113,9 +111,10 @@ static lt_status mixed_scale_loss(lt_ctx *ctx, double *scale) {
 }
 
 /* Skip check on the reduced 16-bit gradients (the same on every rank), then
- * one pass casting them into the fp32 master gradients and one multiplying
- * by 1/scale: nothing is unscaled in 16 bits, where small gradients would
- * flush to zero. */
+ * the master gradients are the 16-bit ones cast to fp32 and multiplied by
+ * 1/scale (nothing is unscaled in 16 bits, where small gradients would
+ * flush to zero). The core makes them, folded into the optimizer step
+ * where the accelerator can (lt_run_defer_unscale). */
 static lt_status mixed_unscale_and_check(lt_ctx *ctx, lt_run *run, bool *finite) {
     mixed *m = state(ctx);
     const lt_kernels *k = lt_run_kernels(run);
@@ -129,10 +128,7 @@ static lt_status mixed_unscale_and_check(lt_ctx *ctx, lt_run *run, bool *finite)
         LT_CHECK(lt_run_synchronize(run));
         if (!*finite) return LT_OK;
     }
-    k->cast(kc, LT_F32, m->master_grads, MIXED_DTYPE, m->flat.grads, n);
-    if (m->sc.scale != 1.0) /* in place: axpby reads x[i] before writing y[i] */
-        k->axpby(kc, LT_F32, n, 1.0 / m->sc.scale, m->master_grads, 0.0, m->master_grads);
-    return lt_run_synchronize(run);
+    return lt_run_defer_unscale(run, 1.0 / m->sc.scale);
 }
 
 static lt_status mixed_update(lt_ctx *ctx, bool step_skipped) {

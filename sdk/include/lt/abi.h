@@ -22,7 +22,7 @@ extern "C" {
 
 #define LT_PLUGIN_MAGIC 0x3170544Cu /* "LTp1" little-endian */
 #define LT_ABI_MAJOR 1
-#define LT_ABI_MINOR 7
+#define LT_ABI_MINOR 8
 /* 1.1: lt_kernels gained the convolution and pooling kernels, accelerators
  *      the optional memory_is_host hook, lt_pg_options the main address.
  * 1.2: liblt gained keyed plugin state, lt_ctx_original, and the parameter
@@ -41,7 +41,10 @@ extern "C" {
  *      thread's per-thread default stream).
  * 1.7: group memory: the backend's optional mem_alloc and mem_free hooks
  *      and lt_run_place_grads, so ddp's gradients live where the backend
- *      reduces them in place (shm: no copies through its slots). */
+ *      reduces them in place (shm: no copies through its slots).
+ * 1.8: one pass for mixed precision's optimizer step: lt_kernels'
+ *      sgd_step_mixed and lt_run_defer_unscale (the master gradients' cast
+ *      and the compute copy's refresh folded into SGD). */
 
 #if defined(__GNUC__)
 #define LT_API __attribute__((visibility("default")))

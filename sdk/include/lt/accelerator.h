@@ -202,6 +202,22 @@ typedef struct lt_kernels {
      * rarely-seen element's first gradients into jumps. */
     void (*qadam_step)(lt_ctx *ctx, lt_dtype t, void *param, const void *m, const void *v,
                        int64_t n, const lt_adamw_args *a);
+
+    /* ---- ABI 1.8. Optional: without it the core makes the same update in
+     * three passes (cast the gradients, sgd_step, cast the parameters). ---- */
+
+    /* Mixed precision's SGD step in one pass: param and momentum_buf are
+     * LT_F32 (the master parameters and their state), grad is of grad_t
+     * (LT_F32, LT_F16 or LT_BF16) and compute of compute_t (LT_F16 or
+     * LT_BF16). Per element: g = grad_mul * (f32)grad[i], grad_mul rounded
+     * to f32 first; then sgd_step's f32 update of param[i] and
+     * momentum_buf[i] from g; then compute[i] = the new param[i] rounded to
+     * compute_t. Each operation as cast, axpby, sgd_step and cast make it,
+     * so the result is theirs bit for bit. momentum_buf as sgd_step's
+     * (unread when a->momentum == 0, may then be NULL). */
+    void (*sgd_step_mixed)(lt_ctx *ctx, void *param, lt_dtype grad_t, const void *grad,
+                           double grad_mul, void *momentum_buf, lt_dtype compute_t,
+                           void *compute, int64_t n, const lt_sgd_args *a);
 } lt_kernels;
 
 /* True when a kernel table (from a plugin built against any 1.x) has

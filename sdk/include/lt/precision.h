@@ -12,7 +12,9 @@
  * read, cast from the master after every optimizer step; backward writes
  * compute-dtype gradients (lt_flat.grads), which strategies reduce as they
  * are. unscale_and_check must leave the true-scale gradients in
- * lt_run_master_grads(), which clipping and the optimizer then read. The
+ * lt_run_master_grads(), which clipping and the optimizer then read, or
+ * (ABI 1.8) call lt_run_defer_unscale() to leave that cast to the core,
+ * which folds it into the optimizer step where it can. The
  * decision to skip must be the same on every rank: base it on the reduced
  * gradients (identical everywhere), not on anything local. */
 #ifndef LT_PRECISION_H

@@ -518,6 +518,95 @@ static void test_adamw(void) {
     }
 }
 
+/* f32 arrays equal bit for bit, any NaN matching any NaN (which operand's
+ * payload survives an operation on two NaNs is the compiler's choice). */
+static void check32(const char *what, const float *got, const float *want, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(got[i]) && isnan(want[i])) continue;
+        if (memcmp(&got[i], &want[i], 4)) {
+            printf("\n  %s [%lld]: got %a, want %a\n", what, (long long)i, got[i], want[i]);
+            CU_FAIL(what);
+            return;
+        }
+    }
+    CU_PASS(what);
+}
+
+/* sgd_step_mixed against the three passes it replaces, each through this
+ * plugin's own kernels: cast the gradients to f32, axpby by grad_mul (when
+ * it is not 1, as the precision plugin did), sgd_step on f32, cast the
+ * parameters to the compute dtype. Bit for bit, for every pair of gradient
+ * and compute dtypes, with and without momentum, weight decay and
+ * nesterov, on the first step (buffer unread: NaN in it) and later ones,
+ * with NaN, infinities and subnormals among the gradients. */
+static void test_sgd_mixed(void) {
+    enum { N = 1027 };
+    const lt_sgd_args cases[] = {
+        {.lr = 0.1},
+        {.lr = 0.1, .weight_decay = 0.01},
+        {.lr = 0.05, .momentum = 0.9, .dampening = 0.1},
+        {.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = 1},
+    };
+    const double muls[] = {1.0, 0x1p-16, 1.0 / 3};
+    const lt_dtype grads[] = {LT_F32, LT_F16, LT_BF16};
+    FOR_EACH_HALF(t) {
+        for (int gk = 0; gk < 3; gk++) {
+            lt_dtype gt = grads[gk];
+            for (int c = 0; c < 4; c++) {
+                for (int mk = 0; mk < 3; mk++) {
+                    uint64_t seed = 100 + (uint64_t)(gk * 16 + c * 4 + mk);
+                    float *p = malloc(N * 4), *pw = malloc(N * 4);
+                    float *buf = malloc(N * 4), *bw = malloc(N * 4), *g32 = malloc(N * 4);
+                    uint16_t *h = h_const(N, 0), *hw = h_const(N, 0);
+                    void *g = malloc(N * 4);
+                    for (int64_t i = 0; i < N; i++) {
+                        p[i] = pw[i] = (float)urand(&seed, -1, 1);
+                        buf[i] = bw[i] = NAN; /* unread on the first step */
+                    }
+                    for (int step = 0; step < 3; step++) {
+                        lt_sgd_args a = cases[c];
+                        a.first_step = step == 0;
+                        if (gt == LT_F32) {
+                            float *f = g;
+                            for (int64_t i = 0; i < N; i++) f[i] = (float)urand(&seed, -1e4, 1e4);
+                            if (step == 2) f[5] = NAN, f[77] = INFINITY, f[300] = 0x1p-140f;
+                        } else {
+                            uint16_t *r = h_rand(gt, N, -100, 100, seed + (uint64_t)step);
+                            if (step == 2) h_specials(gt, r, N);
+                            memcpy(g, r, N * 2);
+                            free(r);
+                        }
+                        float *mom = a.momentum != 0 ? buf : NULL, *momw = a.momentum != 0 ? bw : NULL;
+                        K->sgd_step_mixed(C, p, gt, g, muls[mk], mom, t, h, N, &a);
+                        K->cast(C, LT_F32, g32, gt, g, N);
+                        if (muls[mk] != 1.0) K->axpby(C, LT_F32, N, muls[mk], g32, 0.0, g32);
+                        K->sgd_step(C, LT_F32, pw, g32, momw, N, &a);
+                        K->cast(C, t, hw, LT_F32, pw, N);
+                        check32("sgd_step_mixed param", p, pw, N);
+                        if (mom) check32("sgd_step_mixed momentum", buf, bw, N);
+                        check16("sgd_step_mixed compute copy", t, h, hw, N, 0);
+                    }
+                    expect_sync_ok();
+                    free(p), free(pw), free(buf), free(bw), free(g32), free(h), free(hw), free(g);
+                }
+            }
+        }
+    }
+    /* What it does not take is an error naming the kernel and the dtypes. */
+    float p[4] = {0}, b[4] = {0};
+    uint16_t h[4] = {0};
+    K->sgd_step_mixed(C, p, LT_F64, p, 1.0, b, LT_BF16, h, 4, &(lt_sgd_args){.lr = 0.1});
+    CU_ASSERT_EQUAL(g_acc->synchronize(C), LT_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(C), "sgd_step_mixed"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(C), "f64"));
+    K->sgd_step_mixed(C, p, LT_BF16, h, 1.0, b, LT_F32, p, 4, &(lt_sgd_args){.lr = 0.1});
+    CU_ASSERT_EQUAL(g_acc->synchronize(C), LT_ERR_UNSUPPORTED);
+    K->sgd_step_mixed(C, p, LT_BF16, h, 1.0, b, LT_BF16, h, 4,
+                      &(lt_sgd_args){.lr = 0.1, .momentum = 0.9, .dampening = 0.5, .nesterov = 1});
+    CU_ASSERT_EQUAL(g_acc->synchronize(C), LT_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(C), "nesterov"));
+}
+
 /* ---- random numbers ------------------------------------------------------------------ */
 
 /* The f32 fill's values, rounded; a uniform value that rounds up to hi is
@@ -717,6 +806,7 @@ int main(void) {
     CU_add_test(s, "count_correct", test_count_correct);
     CU_add_test(s, "sgd, 16-bit state", test_sgd);
     CU_add_test(s, "adamw, 16-bit state", test_adamw);
+    CU_add_test(s, "sgd_step_mixed: the three passes' bits", test_sgd_mixed);
     CU_add_test(s, "rand_fill: the f32 values rounded", test_rand_fill);
     CU_add_test(s, "im2col and col2im", test_im2col_col2im);
     CU_add_test(s, "max pooling", test_max_pool);

@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (n),                                           \
                    "offsetof(" #type ", " #field ") changed: bump the ABI (top of file)")
 
-_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 7,
+_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 8,
                "the ABI version changed: update the layouts below to the new version's");
 
 #if defined(__x86_64__)
@@ -149,11 +149,12 @@ OFF(lt_module_desc, on_validation_epoch_end, 136);
 OFF(lt_module_desc, teardown, 144);
 
 /* lt_kernels */
-SIZE(lt_kernels, 232);
+SIZE(lt_kernels, 240);
 OFF(lt_kernels, clamp, 200);        /* 1.2 */
 OFF(lt_kernels, quantize_u8, 208);  /* 1.4 */
 OFF(lt_kernels, dequantize_u8, 216);
 OFF(lt_kernels, qadam_step, 224); /* 1.5 */
+OFF(lt_kernels, sgd_step_mixed, 232); /* 1.8 */
 OFF(lt_kernels, struct_size, 0);
 OFF(lt_kernels, gemm, 8);
 OFF(lt_kernels, fill, 16);

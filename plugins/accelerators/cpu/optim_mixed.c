@@ -1,0 +1,95 @@
+/* sgd_step_mixed (ABI 1.8): mixed precision's SGD step in one pass over the
+ * parameters. The three-pass way reads and writes every parameter's bytes
+ * three times (cast the 16-bit gradients into fp32 master gradients, SGD on
+ * the master, cast the master into the 16-bit compute copy): 32 bytes per
+ * parameter with momentum, against 20 here (16-bit gradient in, master and
+ * momentum in and out, 16-bit copy out), and at the MLP's 670k parameters
+ * every pass streams from L3.
+ *
+ * Bit for bit the three passes' result: each element goes through the same
+ * fp32 operations in the same order as cast, axpby (a * x), optim.c's
+ * sgd_momentum_f32 / sgd_plain_f32 and cast, and both files are compiled
+ * without contracting a * b + c into a fused multiply-add (CMakeLists.txt),
+ * so the compiler cannot round the two differently. test_cpu_kernels holds
+ * the two paths to equal bits. */
+#include "cpu_internal.h"
+
+/* The gradient arrives in GT (its reader GLD, exact) and the compute copy
+ * leaves in HT via HST (round to nearest even, NaN kept), as cast.c's
+ * conversions. */
+#define DEF_SGD_MIXED(GT, GS, GLD, HS, HST)                                                \
+    static CPU_HOT void sgd_mixed_plain_##GS##_##HS(float *restrict p, const void *gv,      \
+                                                    float gmul, uint16_t *restrict h,      \
+                                                    int64_t n, float lr, float wd) {       \
+        const GT *restrict g = gv;                                                         \
+        CPU_UNSWITCH(uint16_t, float, wd == 0, for (int64_t i = 0; i < n; i++) {           \
+            float gi = gmul * GLD(g[i]);                                                   \
+            float d = wd == 0 ? gi : gi + wd * p[i];                                       \
+            float q = p[i] - lr * d;                                                       \
+            p[i] = q;                                                                      \
+            h[i] = HST(q);                                                                 \
+        });                                                                                \
+    }                                                                                      \
+    static CPU_HOT void sgd_mixed_momentum_##GS##_##HS(                                    \
+        float *restrict p, const void *gv, float gmul, float *restrict buf,                \
+        uint16_t *restrict h, int64_t n, float lr, float wd, float mom, float keep,        \
+        int nesterov, int first) {                                                         \
+        const GT *restrict g = gv;                                                         \
+        CPU_UNSWITCH(uint16_t, float, wd == 0, CPU_UNSWITCH(uint16_t, float, first,        \
+        CPU_UNSWITCH(uint16_t, float, nesterov, for (int64_t i = 0; i < n; i++) {          \
+            float gi = gmul * GLD(g[i]);                                                   \
+            float d = wd == 0 ? gi : gi + wd * p[i];                                       \
+            float b = first ? d : mom * buf[i] + keep * d;                                 \
+            buf[i] = b;                                                                    \
+            float q = p[i] - lr * (nesterov ? d + mom * b : b);                            \
+            p[i] = q;                                                                      \
+            h[i] = HST(q);                                                                 \
+        });););                                                                            \
+    }
+
+#define DEF_SGD_MIXED_TO(GT, GS, GLD)                                                      \
+    DEF_SGD_MIXED(GT, GS, GLD, f16, half_f32_to_f16)                                       \
+    DEF_SGD_MIXED(GT, GS, GLD, bf16, half_f32_to_bf16)
+DEF_SGD_MIXED_TO(float, f32, CPU_AS_IS)
+DEF_SGD_MIXED_TO(uint16_t, f16, half_f16_to_f32)
+DEF_SGD_MIXED_TO(uint16_t, bf16, half_bf16_to_f32)
+
+typedef void (*sgd_plain_fn)(float *, const void *, float, uint16_t *, int64_t, float, float);
+typedef void (*sgd_momentum_fn)(float *, const void *, float, float *, uint16_t *, int64_t,
+                                float, float, float, float, int, int);
+
+/* [grad f32, f16, bf16][compute f16, bf16] */
+#define SGD_MIXED_TABLE(kind)                                                              \
+    {{sgd_mixed_##kind##_f32_f16, sgd_mixed_##kind##_f32_bf16},                             \
+     {sgd_mixed_##kind##_f16_f16, sgd_mixed_##kind##_f16_bf16},                             \
+     {sgd_mixed_##kind##_bf16_f16, sgd_mixed_##kind##_bf16_bf16}}
+static const sgd_plain_fn plain_fns[3][2] = SGD_MIXED_TABLE(plain);
+static const sgd_momentum_fn momentum_fns[3][2] = SGD_MIXED_TABLE(momentum);
+
+void cpu_sgd_step_mixed(lt_ctx *ctx, void *param, lt_dtype grad_t, const void *grad,
+                        double grad_mul, void *momentum_buf, lt_dtype compute_t, void *compute,
+                        int64_t n, const lt_sgd_args *a) {
+    int gi = grad_t == LT_F32 ? 0 : grad_t == LT_F16 ? 1 : grad_t == LT_BF16 ? 2 : -1;
+    int hi = compute_t == LT_F16 ? 0 : compute_t == LT_BF16 ? 1 : -1;
+    if (gi < 0 || hi < 0) {
+        cpu_fail(ctx, LT_ERR_UNSUPPORTED,
+                 "cpu sgd_step_mixed: gradients of %s and a compute copy of %s; it takes f32, "
+                 "f16 or bf16 gradients and an f16 or bf16 copy",
+                 lt_dtype_name(grad_t), lt_dtype_name(compute_t));
+        return;
+    }
+    if (a->nesterov && (a->momentum <= 0 || a->dampening != 0)) {
+        cpu_fail(ctx, LT_ERR_INVALID,
+                 "cpu sgd_step_mixed: nesterov needs momentum > 0 and dampening 0 (got %g, %g)",
+                 a->momentum, a->dampening);
+        return;
+    }
+    /* Every scalar rounded to f32 as sgd_step's and axpby's prototypes round them. */
+    float lr = (float)a->lr, wd = (float)a->weight_decay;
+    if (a->momentum == 0)
+        plain_fns[gi][hi](param, grad, (float)grad_mul, compute, n, lr, wd);
+    else
+        momentum_fns[gi][hi](param, grad, (float)grad_mul, momentum_buf, compute, n, lr, wd,
+                             (float)a->momentum, (float)(1 - a->dampening), a->nesterov,
+                             a->first_step);
+}
