@@ -152,6 +152,7 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
      * the launcher already shares cores among local ranks that way. */
     int64_t threads = lt_param_int(ctx, "num_threads", 0);
     if (threads > 0) openblas_set_num_threads(threads > 4096 ? 4096 : (int)threads);
+    s->vec16 = strcmp(lt_param_str(ctx, "isa", "auto"), "generic") != 0 && cpu_sgd_mixed_avx2_usable();
     s->device = device;
     s->thread = pthread_self();
     lt_status bst = cpu_bind_replicas(ctx, s, threads, lt_param_bool(ctx, "share_cores", false));

@@ -101,6 +101,9 @@ typedef struct cpu_state {
      * operand copies): grown on demand by the context's own thread, freed
      * at teardown. */
     struct { float *buf; int64_t floats; } lowp;
+    /* optim_mixed.c's AVX2 + F16C loops (isa is not generic and this CPU
+     * runs them), else its portable ones. */
+    bool vec16;
     int device;                 /* setup's index: the core of a dp replica */
     pthread_t thread;           /* the thread that called setup (drives the replica) */
     bool pinned;                /* replicas.c pinned it; mask: its affinity before */
@@ -171,6 +174,7 @@ void cpu_sgd_step(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *
                   int64_t n, const lt_sgd_args *a);
 void cpu_adamw_step(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *m, void *v,
                     int64_t n, const lt_adamw_args *a);
+bool cpu_sgd_mixed_avx2_usable(void); /* optim_mixed.c: AVX2, FMA and F16C here */
 void cpu_sgd_step_mixed(lt_ctx *ctx, void *param, lt_dtype grad_t, const void *grad,
                         double grad_mul, void *momentum_buf, lt_dtype compute_t, void *compute,
                         int64_t n, const lt_sgd_args *a);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "common/half.h"
+#include "config/config.h"
 #include "cpu_plugin.h"
 #include "cunit_run.h"
 
@@ -539,7 +540,7 @@ static void check32(const char *what, const float *got, const float *want, int64
  * and compute dtypes, with and without momentum, weight decay and
  * nesterov, on the first step (buffer unread: NaN in it) and later ones,
  * with NaN, infinities and subnormals among the gradients. */
-static void test_sgd_mixed(void) {
+static void sgd_mixed_against_three_passes(const lt_kernels *KM, lt_ctx *CM) {
     enum { N = 1027 };
     const lt_sgd_args cases[] = {
         {.lr = 0.1},
@@ -577,7 +578,7 @@ static void test_sgd_mixed(void) {
                             free(r);
                         }
                         float *mom = a.momentum != 0 ? buf : NULL, *momw = a.momentum != 0 ? bw : NULL;
-                        K->sgd_step_mixed(C, p, gt, g, muls[mk], mom, t, h, N, &a);
+                        KM->sgd_step_mixed(CM, p, gt, g, muls[mk], mom, t, h, N, &a);
                         K->cast(C, LT_F32, g32, gt, g, N);
                         if (muls[mk] != 1.0) K->axpby(C, LT_F32, N, muls[mk], g32, 0.0, g32);
                         K->sgd_step(C, LT_F32, pw, g32, momw, N, &a);
@@ -587,11 +588,31 @@ static void test_sgd_mixed(void) {
                         check16("sgd_step_mixed compute copy", t, h, hw, N, 0);
                     }
                     expect_sync_ok();
+                    CU_ASSERT_EQUAL(g_acc->synchronize(CM), LT_OK);
                     free(p), free(pw), free(buf), free(bw), free(g32), free(h), free(hw), free(g);
                 }
             }
         }
     }
+}
+
+/* Both of the plugin's loops: its AVX2 + F16C ones (the default context,
+ * where this CPU runs them) and the portable ones (isa=generic). */
+static void test_sgd_mixed(void) {
+    sgd_mixed_against_three_passes(K, C);
+    lt_config *cfg = lt_config_new();
+    char err[256] = "";
+    const lt_accelerator_desc *acc = NULL;
+    const lt_kernels *kg = NULL;
+    lt_ctx cg;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+    lt_config_declare(cfg, "accelerator.cpu", "isa", LT_PARAM_STRING, "auto", "isa");
+    CU_ASSERT_EQUAL_FATAL(lt_config_set(cfg, "accelerator.cpu", "isa", "generic", LT_SRC_FLAG,
+                                        "--set", err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL_FATAL(cpu_plugin_open_config(&acc, &cg, &kg, cfg), 0);
+    sgd_mixed_against_three_passes(kg, &cg);
+    acc->teardown(&cg);
+    lt_config_free(cfg);
     /* What it does not take is an error naming the kernel and the dtypes. */
     float p[4] = {0}, b[4] = {0};
     uint16_t h[4] = {0};
