@@ -83,7 +83,7 @@ lt_status lt_run_master_grads(lt_run *run, void **out) {
 lt_status lt_run_defer_unscale(lt_run *run, double grad_mul) {
     lt_model *m = run->model;
     if (!m || !m->master_grads) {
-        lt_set_error(NULL, "lt_run_defer_unscale: there are no master gradients to defer (the precision's param dtype equals its grad dtype, or the model is not made yet)");
+        lt_set_error(NULL, "lt_run_defer_unscale: there are no master gradients to defer (no model yet, or the precision's param dtype equals its grad dtype); call it from unscale_and_check, under mixed precision only (lt_flat.param_dtype != grad_dtype)");
         return LT_ERR_STATE;
     }
     if (!(grad_mul > 0 && isfinite(grad_mul))) {

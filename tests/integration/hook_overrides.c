@@ -20,6 +20,13 @@
  *   kernels_no_bf16_gemm   the accelerator's own table, except that its gemm
  *                          refuses bf16 (as an accelerator built without
  *                          16-bit GEMM would)
+ * and three precision hooks (precision.sh, [precision] unscale_and_check = ...):
+ *   unscale_into_master    bf16-mixed's unscale as a plugin built before ABI
+ *                          1.8 does it: casts the reduced gradients into
+ *                          lt_run_master_grads itself (no loss scale)
+ *   unscale_defer_one      lt_run_defer_unscale(run, 1): refused under a
+ *                          precision without master gradients (32-true)
+ *   unscale_defer_zero     lt_run_defer_unscale(run, 0): refused
  * Everything else is hidden; only these are exported. */
 #include <stdlib.h>
 #include "lt/lt.h"
@@ -31,6 +38,33 @@ LT_API lt_status configure_own(lt_ctx *ctx, lt_run *run);
 LT_API lt_status configure_bad_buckets(lt_ctx *ctx, lt_run *run);
 LT_API lt_status supports_no_half(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out);
 LT_API lt_status kernels_no_bf16_gemm(lt_ctx *ctx, const lt_kernels **out);
+LT_API lt_status unscale_into_master(lt_ctx *ctx, lt_run *run, bool *finite);
+LT_API lt_status unscale_defer_one(lt_ctx *ctx, lt_run *run, bool *finite);
+LT_API lt_status unscale_defer_zero(lt_ctx *ctx, lt_run *run, bool *finite);
+
+lt_status unscale_into_master(lt_ctx *ctx, lt_run *run, bool *finite) {
+    (void)ctx;
+    lt_flat flat;
+    void *master;
+    LT_CHECK(lt_run_flat(run, &flat));
+    LT_CHECK(lt_run_master_grads(run, &master));
+    lt_run_kernels(run)->cast(lt_run_kernel_ctx(run), flat.param_dtype, master, flat.grad_dtype,
+                              flat.grads, (int64_t)flat.count);
+    *finite = true;
+    return lt_run_synchronize(run);
+}
+
+lt_status unscale_defer_one(lt_ctx *ctx, lt_run *run, bool *finite) {
+    (void)ctx;
+    *finite = true;
+    return lt_run_defer_unscale(run, 1.0);
+}
+
+lt_status unscale_defer_zero(lt_ctx *ctx, lt_run *run, bool *finite) {
+    (void)ctx;
+    *finite = true;
+    return lt_run_defer_unscale(run, 0.0);
+}
 
 lt_status supports_no_half(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out) {
     (void)ctx, (void)op;

@@ -35,6 +35,10 @@
 #      result bit for bit: bf16-mixed alone and over dp's replica threads,
 #      16-mixed through a skipped step (1/scale != 1), and with gradient
 #      clipping (the core casts the master gradients first, then one pass).
+#      An unscale_and_check that writes the master gradients itself, as
+#      plugins built before ABI 1.8 do, gives the same bits too; one that
+#      defers under 32-true (no master gradients) or with grad_mul 0 is
+#      refused with a message.
 source "$(dirname "$0")/common.sh"
 it_init precision "$@"
 SAME=(--seed 1 --set data.shuffle=true --set optimizer.name=sgd --set optimizer.lr=0.05
@@ -153,6 +157,20 @@ for f in true false; do
 done
 cmp_with clip-false clip-true 0 max
 ckpt_differ "$(ckpt_of clip-true)" "$(ckpt_of one-16-mixed)" 1e-6 max "clipping at 0.5 changed the result"
+HOOK="$IT_PLUGINS/libhook_overrides.so"
+train own-unscale --precision bf16-mixed --strategy single_device --batch-size 64 --max-steps 8 \
+    --set "precision.unscale_and_check=$HOOK:unscale_into_master"
+cmp_with own-unscale one-bf16-mixed 0 max
+run_ltrun defer32 "${BASE[@]}" --max-steps 1 --default-root-dir "$IT_TMP/defer32" \
+    --set "precision.unscale_and_check=$HOOK:unscale_defer_one"
+check "lt_run_defer_unscale under 32-true: exit non-zero" [ "$RC" -ne 0 ]
+check "lt_run_defer_unscale under 32-true: says there are no master gradients" \
+    contains "$IT_TMP/defer32.err" "lt_run_defer_unscale: there are no master gradients to defer"
+run_ltrun defer0 "${BASE[@]}" --precision bf16-mixed --max-steps 1 --default-root-dir "$IT_TMP/defer0" \
+    --set "precision.unscale_and_check=$HOOK:unscale_defer_zero"
+check "lt_run_defer_unscale(run, 0): exit non-zero" [ "$RC" -ne 0 ]
+check "lt_run_defer_unscale(run, 0): says grad_mul must be > 0" \
+    contains "$IT_TMP/defer0.err" "grad_mul = 0; it must be finite and > 0"
 
 echo "precision: g. 16-true and bf16-true train"
 for p in 16-true bf16-true; do
