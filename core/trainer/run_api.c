@@ -280,11 +280,10 @@ lt_status lt_run_optimizer_step(lt_run *run) {
     lt_model *m = run->model;
     if (!m) return lt_run_fail(run, LT_ERR_STATE, "lt_run_optimizer_step: no model yet");
     bool fused = lt_model_update_fuses(m, &run->optim);
-    if (!fused && m->grads_deferred) {
-        lt_model_unscale_grads(m);
-        /* Replicas' threads update from it on their own streams. */
-        lt_status st = run->replicas ? LT_ACC(run)->synchronize(&run->accel.ctx) : LT_OK;
-        if (st != LT_OK) return lt_run_hook_failed(run, &run->accel, "synchronize (unscaling gradients)", st);
+    if (!fused) lt_model_unscale_grads(m);
+    if (run->replicas) { /* their threads read what this one's kernels wrote (unscale, clipping) */
+        lt_status st = LT_ACC(run)->synchronize(&run->accel.ctx);
+        if (st != LT_OK) return lt_run_hook_failed(run, &run->accel, "synchronize (before the optimizer step)", st);
     }
     /* The step writes the compute copy too: the trainer need not cast it
      * again unless the parameters change once more before the next step. */
@@ -322,6 +321,10 @@ lt_status lt_run_optimizer(lt_run *run, lt_optimizer_view *out) {
 static lt_status default_optimizer_step(lt_ctx *ctx, lt_run *run) {
     (void)ctx;
     return lt_run_optimizer_step(run);
+}
+
+bool lt_run_optimizer_step_is_default(lt_run *run) {
+    return LT_STRAT(run)->optimizer_step == default_optimizer_step;
 }
 
 void lt_run_register_defaults(void) {

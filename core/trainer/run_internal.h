@@ -88,6 +88,8 @@ struct lt_run {
 lt_status lt_run_read_world(lt_run *r);
 /* run_api.c */
 void lt_run_register_defaults(void);
+/* Whether the strategy's optimizer_step is the core's (lt_run_optimizer_step). */
+bool lt_run_optimizer_step_is_default(lt_run *run);
 /* The strategy's teardown (when owed), then the default group and the views. */
 void lt_run_teardown_strategy(lt_run *r);
 /* Frees the gradients lt_run_place_grads moved, before the model is freed. */

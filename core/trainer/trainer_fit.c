@@ -111,6 +111,9 @@ static lt_status train_micro(lt_trainer *t, const lt_batch_view *b, int64_t micr
     st = LT_STRAT(r)->on_backward_start(&r->strategy.ctx, r, r->sync_grads);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "on_backward_start", st);
     *loss_value = lt_item(&r->step, loss);
+    /* A deferred unscale (lt_run_defer_unscale) holds until backward writes
+     * new gradients: lt_run_master_grads after the step still gets its own. */
+    r->model->grads_deferred = false;
     if (lt_step_backward(&r->step, loss, scale / (double)r->accumulate) != LT_OK) {
         if (r->backward_hook_failed) return r->step.status;
         return step_failed(r, "backward");
@@ -128,7 +131,11 @@ static lt_status optimizer_step(lt_trainer *t) {
     lt_model *m = r->model;
     if (finite) {
         double clip = t->opt.loop.clip_val;
-        if (clip > 0) lt_model_unscale_grads(m); /* clipping reads the master gradients */
+        /* Clipping reads the master gradients, and so may a strategy's own
+         * optimizer_step, through a pointer kept from lt_run_master_grads
+         * (ABI 1.5-1.7): a deferred unscale is written out for them. */
+        bool own_step = !lt_run_optimizer_step_is_default(r);
+        if (clip > 0 || own_step) lt_model_unscale_grads(m);
         void *g = lt_model_opt_grads(m); /* true-scale gradients (master ones in mixed precision) */
         if (clip > 0 && t->opt.loop.clip_by_value) lt_clip_grad_value(g, m->total, lt_model_opt_dtype(m), clip, m->k, m->kctx);
         else if (clip > 0) lt_clip_grad_norm(g, m->total, lt_model_opt_dtype(m), clip, m->k, m->kctx);
@@ -136,11 +143,12 @@ static lt_status optimizer_step(lt_trainer *t) {
         st = LT_STRAT(r)->optimizer_step(&r->strategy.ctx, r);
         lt_optim_end(&r->optim);
         r->params_version++;
-        if (r->fused_version == r->params_version) r->compute_version = r->params_version;
+        /* The one pass wrote the compute copy, unless a strategy's own step
+         * wrote the parameters after it: that one's is cast again. */
+        if (!own_step && r->fused_version == r->params_version) r->compute_version = r->params_version;
         if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "optimizer_step", st);
     }
     r->fused_version = 0;
-    m->grads_deferred = false; /* a skipped step reads nothing */
     st = LT_PREC(r)->update(&r->precision.ctx, !finite);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "update", st);
     st = LT_STRAT(r)->after_optimizer_step(&r->strategy.ctx, r);

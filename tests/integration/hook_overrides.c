@@ -27,6 +27,12 @@
  *   unscale_defer_one      lt_run_defer_unscale(run, 1): refused under a
  *                          precision without master gradients (32-true)
  *   unscale_defer_zero     lt_run_defer_unscale(run, 0): refused
+ * and two strategy optimizer_step hooks (precision.sh, mixed precision):
+ *   step_kept_grads        plain SGD from the master gradients through the
+ *                          pointer lt_run_master_grads gave at the first
+ *                          step, as a strategy built before ABI 1.8 may keep it
+ *   step_then_shrink       lt_run_optimizer_step, then the parameters x 0.75:
+ *                          the compute copy must be cast from those
  * Everything else is hidden; only these are exported. */
 #include <stdlib.h>
 #include "lt/lt.h"
@@ -41,6 +47,31 @@ LT_API lt_status kernels_no_bf16_gemm(lt_ctx *ctx, const lt_kernels **out);
 LT_API lt_status unscale_into_master(lt_ctx *ctx, lt_run *run, bool *finite);
 LT_API lt_status unscale_defer_one(lt_ctx *ctx, lt_run *run, bool *finite);
 LT_API lt_status unscale_defer_zero(lt_ctx *ctx, lt_run *run, bool *finite);
+LT_API lt_status step_kept_grads(lt_ctx *ctx, lt_run *run);
+LT_API lt_status step_then_shrink(lt_ctx *ctx, lt_run *run);
+
+lt_status step_kept_grads(lt_ctx *ctx, lt_run *run) {
+    (void)ctx;
+    static void *kept;
+    lt_flat flat;
+    lt_optimizer_view o = {.struct_size = sizeof o};
+    LT_CHECK(lt_run_flat(run, &flat));
+    if (!kept) LT_CHECK(lt_run_master_grads(run, &kept));
+    LT_CHECK(lt_run_optimizer(run, &o));
+    lt_run_kernels(run)->axpby(lt_run_kernel_ctx(run), flat.param_dtype, (int64_t)flat.count, -o.lr,
+                               kept, 1.0, flat.params);
+    return lt_run_synchronize(run);
+}
+
+lt_status step_then_shrink(lt_ctx *ctx, lt_run *run) {
+    (void)ctx;
+    lt_flat flat;
+    LT_CHECK(lt_run_optimizer_step(run));
+    LT_CHECK(lt_run_flat(run, &flat));
+    lt_run_kernels(run)->axpby(lt_run_kernel_ctx(run), flat.param_dtype, (int64_t)flat.count, 0.75,
+                               flat.params, 0.0, flat.params);
+    return lt_run_synchronize(run);
+}
 
 lt_status unscale_into_master(lt_ctx *ctx, lt_run *run, bool *finite) {
     (void)ctx;

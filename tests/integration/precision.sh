@@ -38,7 +38,11 @@
 #      An unscale_and_check that writes the master gradients itself, as
 #      plugins built before ABI 1.8 do, gives the same bits too; one that
 #      defers under 32-true (no master gradients) or with grad_mul 0 is
-#      refused with a message.
+#      refused with a message. A strategy's own optimizer_step that reads
+#      the master gradients through a pointer kept from its first step gets
+#      them written (against the built-in SGD without momentum), and one that
+#      writes the parameters after lt_run_optimizer_step gets its compute
+#      copy cast again (against optimizer.fused = false).
 source "$(dirname "$0")/common.sh"
 it_init precision "$@"
 SAME=(--seed 1 --set data.shuffle=true --set optimizer.name=sgd --set optimizer.lr=0.05
@@ -161,6 +165,15 @@ HOOK="$IT_PLUGINS/libhook_overrides.so"
 train own-unscale --precision bf16-mixed --strategy single_device --batch-size 64 --max-steps 8 \
     --set "precision.unscale_and_check=$HOOK:unscale_into_master"
 cmp_with own-unscale one-bf16-mixed 0 max
+NOMOM=(--precision bf16-mixed --strategy single_device --batch-size 64 --max-steps 8 --set optimizer.momentum=0)
+train kept-grads "${NOMOM[@]}" --set "strategy.optimizer_step=$HOOK:step_kept_grads"
+train sgd-nomom "${NOMOM[@]}"
+cmp_with kept-grads sgd-nomom 1e-5 norm
+for f in true false; do
+    train shrink-$f --precision bf16-mixed --strategy single_device --batch-size 64 --max-steps 8 \
+        --set "strategy.optimizer_step=$HOOK:step_then_shrink" --set optimizer.fused=$f
+done
+cmp_with shrink-true shrink-false 0 max
 run_ltrun defer32 "${BASE[@]}" --max-steps 1 --default-root-dir "$IT_TMP/defer32" \
     --set "precision.unscale_and_check=$HOOK:unscale_defer_one"
 check "lt_run_defer_unscale under 32-true: exit non-zero" [ "$RC" -ne 0 ]

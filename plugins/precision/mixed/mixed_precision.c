@@ -1,7 +1,9 @@
 /* "16-mixed" and "bf16-mixed": fp32 master parameters and optimizer state,
- * a 16-bit compute copy of the parameters (the core casts it after every
+ * a 16-bit compute copy of the parameters (the core refreshes it with every
  * optimizer step), 16-bit activations and gradients, the gradients
- * communicated in 16 bits and unscaled into fp32 master gradients here.
+ * communicated in 16 bits; their unscale into fp32 master gradients is
+ * decided here and left to the core (lt_run_defer_unscale), which folds it
+ * into the optimizer step where it can.
  *
  * 16-mixed scales the loss dynamically with PyTorch GradScaler's rules:
  * the loss gradient is seeded with `scale` (2^16 at first); an optimizer

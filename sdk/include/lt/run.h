@@ -70,8 +70,11 @@ LT_API lt_status lt_run_place_grads(lt_run *run, bool *placed);
  * lt_flat.param_dtype, lt_flat.count elements. Under mixed precision
  * (param_dtype != grad_dtype) a buffer of their own, which the precision
  * plugin's unscale_and_check fills from lt_flat.grads (the reduced, scaled
- * compute-dtype gradients) each optimizer step; otherwise lt_flat.grads
- * itself. Stable from precision setup to teardown. */
+ * compute-dtype gradients) each optimizer step, or leaves to the core
+ * (lt_run_defer_unscale, 1.8): this call then writes them, so call it each
+ * step before reading them (a strategy's own optimizer_step gets them
+ * written before it runs). Otherwise lt_flat.grads itself. The pointer is
+ * stable from precision setup to teardown. */
 LT_API lt_status lt_run_master_grads(lt_run *run, void **out);
 
 /* ABI 1.8. For a precision plugin's unscale_and_check, instead of writing
