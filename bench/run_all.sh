@@ -113,7 +113,7 @@ for line in text("train"):
             train[section][int(m.group(1))] = {"best": float(m.group(2)), "median": float(m.group(3))}
 
 # run_ddp_bench: after "ratios: median (of bests)", a header naming each
-# column ("lt ddp overlap / lt 1 rank", ...) and one row per batch of
+# column ("lt ddp / lt 1 rank", ...) and one row per batch of
 # "median (best)" cells or n/a.
 ddp = {}
 lines = text("ddp")
@@ -170,7 +170,8 @@ for b in sorted(train["cnn"]):
 def variants(ref, b):
     # run_ddp_bench's other lt ddp configurations, for context (no target)
     cells = []
-    for v, what in (("no-overlap", "no overlap"), ("own-mem", "own memory"), ("gloo", "gloo backend")):
+    for v, what in (("overlap", "overlap on"), ("no-overlap", "overlap off"), ("own-mem", "own memory"),
+                    ("gloo", "gloo backend")):
         f = ddp.get(("lt ddp %s / %s" % (v, ref), b))
         cells.append("%s %s" % (what, "n/a" if not f else "%.2fx" % f["median"]))
     rows.append(("  same ratio, other lt ddp settings (median)", ", ".join(cells), "-", ""))
@@ -178,7 +179,7 @@ def variants(ref, b):
 for b, ref, need, what in ((64, "lt 1 rank", 1.8, "lt 1 process"), (512, "lt 1 rank", 1.85, "lt 1 process"),
                            (64, "torch DDP", 2.5, "PyTorch DDP gloo")):
     ratio_row("ddp 2 ranks, 1 host: lt ddp / %s, batch %d" % (what, b),
-              ddp.get(("lt ddp overlap / %s" % ref, b)), need)
+              ddp.get(("lt ddp / %s" % ref, b)), need)
     variants(ref, b)
 startup_row("first step, 1 process (lt, warm data cache)", "lt_warm", 1, "first_step_s", "s", 0.15, "%.3f")
 startup_row("first step, ddp 2 ranks (lt, warm data cache)", "lt_warm", 2, "first_step_s", "s", 0.15, "%.3f")
@@ -209,7 +210,7 @@ w = max(len(r[0]) for r in rows)
 print()
 print("=" * 100)
 print("issue 12 summary  (outputs: %s)" % res)
-print("ratios: median (best) of the rounds; start-up: median; ddp = lt's default ddp (process_group_backend auto: shm on one host; overlap on)")
+print("ratios: median (best) of the rounds; start-up: median; ddp = lt's default ddp (process_group_backend auto: shm on one host; overlap auto)")
 print("%-*s  %-36s  %-10s  %s" % (w, "figure", "measured", "target", "verdict"))
 for r in rows:
     print("%-*s  %-36s  %-10s  %s" % (w, r[0], r[1], r[2], r[3]))

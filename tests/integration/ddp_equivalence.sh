@@ -6,7 +6,7 @@
 # checkpoints must agree to a relative difference of 1e-5. The same holds for
 # the CNN example (case 4) and over the shm backend (case 3), with many small
 # buckets (case 5), with the gradients in the shm group's memory or not
-# (case 5b), with overlap off (case 6), and, to a looser tolerance,
+# (case 5b), with overlap off and on auto (case 6), and, to a looser tolerance,
 # with gradients compressed to fp16 or bf16 on the wire (case 7).
 #
 # In float32 the two runs add the same gradients in a different order, so
@@ -64,8 +64,8 @@ echo "ddp_equivalence: case 5: many buckets: ddp 2 x 32 with bucket_cap_mb 0.02,
 # With 2 ranks every element is (a + b) / 2 whatever the buckets, so the result
 # must equal case 1's ddp32 bit for bit, as well as single64 within TOL.
 SMALL=(--set strategy.bucket_cap_mb=0.02 --set strategy.first_bucket_mb=0.005 --log-level debug)
-train buckets "${SMALL[@]}" --strategy ddp --devices 2 --batch-size 32 --max-steps 20
-check "buckets: 12 buckets, overlap on" grep -q "55050 gradients in 12 buckets, hook allreduce, overlap on" \
+train buckets "${SMALL[@]}" --set strategy.overlap=true --strategy ddp --devices 2 --batch-size 32 --max-steps 20
+check "buckets: 12 buckets, overlap on" grep -q "55050 gradients in 12 buckets, hook allreduce, overlap on," \
     "$IT_TMP/buckets.out" "$IT_TMP/buckets.err"
 compare buckets single64
 cmp_with buckets ddp32 0 max
@@ -82,6 +82,8 @@ check "buckets: gradients in the group's memory" grep -q "gradients in the group
 train noplace "${SMALL[@]}" --set strategy.place_grads=false --strategy ddp --devices 2 --batch-size 32 --max-steps 20
 check "noplace: gradients in the accelerator's memory" grep -q "gradients in the accelerator's memory" \
     "$IT_TMP/noplace.out" "$IT_TMP/noplace.err"
+check "noplace: overlap on by auto (no shared-memory reduction)" grep -q "overlap on (auto)" \
+    "$IT_TMP/noplace.out" "$IT_TMP/noplace.err"
 cmp_with noplace buckets 0 max
 train placed3 "${SMALL[@]}" --strategy ddp --devices 3 --batch-size 20 --max-steps 10
 train noplace3 "${SMALL[@]}" --set strategy.place_grads=false --strategy ddp --devices 3 --batch-size 20 --max-steps 10
@@ -95,6 +97,19 @@ check "nooverlap: 12 buckets, overlap off" grep -q "in 12 buckets, hook allreduc
     "$IT_TMP/nooverlap.out" "$IT_TMP/nooverlap.err"
 compare nooverlap single64
 cmp_with nooverlap ddp32 0 max
+# overlap=auto (the default) turns it off where ltrun binds each rank to one
+# core and shm reduces in the group's memory: with 2 ranks, below 4 cores.
+train autoov "${SMALL[@]}" --strategy ddp --devices 2 --batch-size 32 --max-steps 20
+if [ "$(nproc)" -lt 4 ]; then
+    check "autoov ($(nproc) cores): overlap off, and why" grep -q "overlap off (auto: one core, shared-memory reduction)" \
+        "$IT_TMP/autoov.out" "$IT_TMP/autoov.err"
+else
+    check "autoov ($(nproc) cores): overlap on" grep -q "overlap on (auto)" "$IT_TMP/autoov.out" "$IT_TMP/autoov.err"
+fi
+cmp_with autoov buckets 0 max
+run_ltrun badov "${BASE[@]}" --strategy ddp --devices 2 --set strategy.overlap=sometimes --max-steps 1 \
+    --default-root-dir "$IT_TMP/badov"
+check "overlap=sometimes: refused, naming the values" contains "$IT_TMP/badov.err" "strategy.overlap = 'sometimes': use auto, true or false"
 
 echo "ddp_equivalence: case 7: compression hooks (fp16, bf16 on the wire) vs single_device 64, 20 steps"
 # Gradients rounded to 16 bits each step: measured norm ratios to single64 are

@@ -66,7 +66,7 @@ check "--help-plugin ddp names the plugin" says helpddp "^strategy 'ddp' [0-9.]+
 check "--help-plugin ddp: bucket_cap_mb, float, default 25" says helpddp '^ +bucket_cap_mb +float +default 25\b'
 check "--help-plugin ddp: first_bucket_mb" says helpddp '^ +first_bucket_mb +float +default 1\b'
 check "--help-plugin ddp: comm_hook, allreduce | fp16 | bf16" says helpddp '^ +comm_hook +string +default allreduce +allreduce \| fp16 \| bf16'
-check "--help-plugin ddp: overlap, bool, default true" says helpddp '^ +overlap +bool +default true\b'
+check "--help-plugin ddp: overlap, string, default auto" says helpddp '^ +overlap +string +default auto\b'
 cli helpmlp --help-plugin fashion_mnist_mlp --plugin-dir "$PLUGINS"
 check "--help-plugin fashion_mnist_mlp: hidden, int, default 512" says helpmlp '^ +hidden +int +default 512\b'
 cli helpnone --help-plugin no_such_plugin --plugin-dir "$PLUGINS"
