@@ -38,8 +38,8 @@ CVT16_INLINE __m256 cvt16_f16x8_to_f32(__m128i h) { return _mm256_cvtph_ps(h); }
  * to even; overflow carries into infinity); NaN: the high half with the
  * quiet bit set. */
 CVT16_INLINE __m256i cvt16_f32x8_to_bf16_lanes(__m256i u) {
-    __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
-    __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7F800000));
+    __m256 f = _mm256_castsi256_ps(u); /* NaN: unordered with itself (one compare) */
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
     __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
     __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF)));
     __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x0040));

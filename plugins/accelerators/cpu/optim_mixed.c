@@ -76,31 +76,52 @@ CVT16_INLINE __m256 load_bf16(const void *g, int64_t i) {
     return cvt16_bf16x8_to_f32(_mm_loadu_si128((const __m128i *)((const uint16_t *)g + i)));
 }
 CVT16_INLINE void store_f16(uint16_t *h, __m256 v) { _mm_storeu_si128((__m128i *)h, cvt16_f32x8_to_f16(v)); }
-CVT16_INLINE void store_bf16(uint16_t *h, __m256 v) { _mm_storeu_si128((__m128i *)h, cvt16_f32x8_to_bf16(v)); }
 
-/* Returns how many leading elements it did (a multiple of 8). */
+/* Two vectors to 16 bf16 in one store: one pack and one permute for both. */
+CVT16_INLINE void store2_bf16(uint16_t *h, __m256 a, __m256 b) {
+    __m256i ab = _mm256_packus_epi32(cvt16_f32x8_to_bf16_lanes(_mm256_castps_si256(a)),
+                                     cvt16_f32x8_to_bf16_lanes(_mm256_castps_si256(b)));
+    _mm256_storeu_si256((__m256i *)h, _mm256_permute4x64_epi64(ab, 0xD8)); /* a0-3 b0-3 a4-7 b4-7 */
+}
+CVT16_INLINE void store2_f16(uint16_t *h, __m256 a, __m256 b) {
+    store_f16(h, a);
+    store_f16(h + 8, b);
+}
+
+/* One vector of 8 updated in place; returns the new parameters. The flags
+ * are locals of the caller: read through `s`, they would be loaded again
+ * after every store (the stores may alias them as far as C knows). */
+#define SGD_MIXED_AVX2_STEP(GS, i)                                                         \
+    ({                                                                                     \
+        __m256 pi_ = _mm256_loadu_ps(p + (i));                                             \
+        __m256 d_ = _mm256_mul_ps(gmul, load_##GS(g, (i)));                                \
+        if (has_wd) d_ = _mm256_add_ps(d_, _mm256_mul_ps(wd, pi_));                        \
+        __m256 u_ = d_;                                                                    \
+        if (buf) {                                                                         \
+            __m256 b_ = first ? d_                                                         \
+                              : _mm256_add_ps(_mm256_mul_ps(mom, _mm256_loadu_ps(buf + (i))), \
+                                              _mm256_mul_ps(keep, d_));                    \
+            _mm256_storeu_ps(buf + (i), b_);                                               \
+            u_ = nesterov ? _mm256_add_ps(d_, _mm256_mul_ps(mom, b_)) : b_;                \
+        }                                                                                  \
+        __m256 q_ = _mm256_sub_ps(pi_, _mm256_mul_ps(lr, u_));                             \
+        _mm256_storeu_ps(p + (i), q_);                                                     \
+        q_;                                                                                \
+    })
+
+/* Returns how many leading elements it did (a multiple of 16). */
 #define DEF_SGD_MIXED_AVX2(GS, HS)                                                         \
     static CVT16_TARGET int64_t sgd_mixed_avx2_##GS##_##HS(                                \
         float *p, const void *g, float *buf, uint16_t *h, int64_t n, const sgd_scalars *s) { \
         const __m256 gmul = _mm256_set1_ps(s->gmul), lr = _mm256_set1_ps(s->lr);          \
         const __m256 wd = _mm256_set1_ps(s->wd), mom = _mm256_set1_ps(s->mom);            \
         const __m256 keep = _mm256_set1_ps(s->keep);                                       \
+        const bool has_wd = s->wd != 0, first = s->first, nesterov = s->nesterov;          \
         int64_t i = 0;                                                                     \
-        for (; i + 8 <= n; i += 8) {                                                       \
-            __m256 pi = _mm256_loadu_ps(p + i);                                            \
-            __m256 d = _mm256_mul_ps(gmul, load_##GS(g, i));                               \
-            if (s->wd != 0) d = _mm256_add_ps(d, _mm256_mul_ps(wd, pi));                   \
-            __m256 u = d;                                                                  \
-            if (buf) {                                                                     \
-                __m256 b = s->first ? d                                                    \
-                                    : _mm256_add_ps(_mm256_mul_ps(mom, _mm256_loadu_ps(buf + i)), \
-                                                    _mm256_mul_ps(keep, d));               \
-                _mm256_storeu_ps(buf + i, b);                                              \
-                u = s->nesterov ? _mm256_add_ps(d, _mm256_mul_ps(mom, b)) : b;             \
-            }                                                                              \
-            __m256 q = _mm256_sub_ps(pi, _mm256_mul_ps(lr, u));                            \
-            _mm256_storeu_ps(p + i, q);                                                    \
-            store_##HS(h + i, q);                                                          \
+        for (; i + 16 <= n; i += 16) {                                                     \
+            __m256 q0 = SGD_MIXED_AVX2_STEP(GS, i);                                        \
+            __m256 q1 = SGD_MIXED_AVX2_STEP(GS, i + 8);                                    \
+            store2_##HS(h + i, q0, q1);                                                    \
         }                                                                                  \
         return i;                                                                          \
     }
