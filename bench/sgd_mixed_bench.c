@@ -12,19 +12,13 @@
  * Each figure is the best over R rounds (default 30) of the mean of 20
  * calls, in microseconds, the variants interleaved round by round (the
  * machine is shared and its speed drifts). */
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "common/ctx.h"
 #include "config/config.h"
-#include "lt/accelerator.h"
-
-#ifndef LT_BENCH_PLUGIN_DIR
-#define LT_BENCH_PLUGIN_DIR "build/plugins"
-#endif
+#include "cpu_plugin.h" /* tests/unit: loads the built cpu accelerator with a config */
 
 typedef struct variant {
     const lt_accelerator_desc *acc;
@@ -41,33 +35,15 @@ static double now(void) {
 
 /* The cpu accelerator with accelerator.isa = isa. */
 static int open_cpu(variant *v, const char *isa) {
-    const char *path = LT_BENCH_PLUGIN_DIR "/liblt-accelerator-cpu.so";
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!dl) {
-        fprintf(stderr, "sgd_mixed_bench: cannot load %s: %s\n", path, dlerror());
-        return -1;
-    }
-    lt_plugin_entry_fn entry = (lt_plugin_entry_fn)dlsym(dl, LT_PLUGIN_ENTRY_SYMBOL);
-    v->acc = NULL;
-    for (const lt_plugin_header *const *h = entry ? entry() : NULL; h && *h; h++)
-        if ((*h)->kind == LT_KIND_ACCELERATOR && !strcmp((*h)->name, "cpu"))
-            v->acc = (const lt_accelerator_desc *)*h;
     char err[256] = "";
     v->cfg = lt_config_new();
-    if (!v->acc || !v->cfg) {
-        fprintf(stderr, "sgd_mixed_bench: %s holds no cpu accelerator\n", path);
-        return -1;
-    }
+    if (!v->cfg) return -1;
     lt_config_declare(v->cfg, "accelerator.cpu", "isa", LT_PARAM_STRING, "auto", "isa");
     if (lt_config_set(v->cfg, "accelerator.cpu", "isa", isa, LT_SRC_FLAG, "--isa", err, sizeof err)) {
         fprintf(stderr, "sgd_mixed_bench: %s\n", err);
         return -1;
     }
-    lt_ctx_init(&v->ctx, LT_KIND_ACCELERATOR, "cpu", &v->acc->hdr, v->cfg);
-    if (v->acc->setup(&v->ctx, 0) != LT_OK || v->acc->get_kernels(&v->ctx, &v->k) != LT_OK) {
-        fprintf(stderr, "sgd_mixed_bench: cpu setup (isa=%s): %s\n", isa, lt_last_error(&v->ctx));
-        return -1;
-    }
+    if (cpu_plugin_open_config(&v->acc, &v->ctx, &v->k, v->cfg)) return -1;
     if (!LT_KERNELS_HAS(v->k, sgd_step_mixed)) {
         fprintf(stderr, "sgd_mixed_bench: this cpu accelerator has no sgd_step_mixed\n");
         return -1;

@@ -765,7 +765,7 @@ static bool parse_float(const char *s, double *out) {
     return true;
 }
 
-static bool parse_bool(const char *s, bool *out) {
+bool lt_parse_bool(const char *s, bool *out) {
     static const char *const yes[] = {"true", "1", "yes", "on"};
     static const char *const no[] = {"false", "0", "no", "off"};
     for (size_t i = 0; i < 4; i++) {
@@ -791,7 +791,7 @@ static lt_status check_type(const char *sect, const char *key, lt_param_type typ
         if (!parse_float(v, &d)) what = "is not a finite number";
         break;
     case LT_PARAM_BOOL:
-        if (!parse_bool(v, &b)) what = "is not a boolean; use true/false, yes/no, on/off or 1/0";
+        if (!lt_parse_bool(v, &b)) what = "is not a boolean; use true/false, yes/no, on/off or 1/0";
         break;
     case LT_PARAM_STRING:
         break;
@@ -914,7 +914,7 @@ lt_status lt_config_bool(const lt_config *c, const char *sect, const char *key, 
                          char *err, size_t errlen) {
     const char *v;
     LT_CHECK(typed_value(c, sect, key, LT_PARAM_BOOL, &v, err, errlen));
-    return parse_bool(v, out) ? LT_OK : LT_ERR_INVALID;
+    return lt_parse_bool(v, out) ? LT_OK : LT_ERR_INVALID;
 }
 
 /* ---- lookups ------------------------------------------------------------ */

@@ -91,8 +91,8 @@ check "placed3: gradients in the group's memory" grep -q "gradients in the group
     "$IT_TMP/placed3.out" "$IT_TMP/placed3.err"
 cmp_with placed3 noplace3 0 max
 
-echo "ddp_equivalence: case 6: overlap off (all 12 buckets reduced after backward) vs single_device 64, 20 steps"
-train nooverlap "${SMALL[@]}" --set strategy.overlap=false --strategy ddp --devices 2 --batch-size 32 --max-steps 20
+echo "ddp_equivalence: case 6: overlap off (no: the config's boolean words; all 12 buckets reduced after backward) vs single_device 64, 20 steps"
+train nooverlap "${SMALL[@]}" --set strategy.overlap=no --strategy ddp --devices 2 --batch-size 32 --max-steps 20
 check "nooverlap: 12 buckets, overlap off" grep -q "in 12 buckets, hook allreduce, overlap off" \
     "$IT_TMP/nooverlap.out" "$IT_TMP/nooverlap.err"
 compare nooverlap single64

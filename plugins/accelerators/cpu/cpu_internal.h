@@ -174,6 +174,9 @@ void cpu_sgd_step(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *
                   int64_t n, const lt_sgd_args *a);
 void cpu_adamw_step(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *m, void *v,
                     int64_t n, const lt_adamw_args *a);
+/* optim.c: false (and the error parked) for nesterov without momentum or
+ * with dampening, which torch.optim.SGD refuses too. */
+bool cpu_sgd_args_ok(lt_ctx *ctx, const char *kernel, const lt_sgd_args *a);
 bool cpu_sgd_mixed_avx2_usable(void); /* optim_mixed.c: AVX2, FMA and F16C here */
 void cpu_sgd_step_mixed(lt_ctx *ctx, void *param, lt_dtype grad_t, const void *grad,
                         double grad_mul, void *momentum_buf, lt_dtype compute_t, void *compute,

@@ -43,15 +43,17 @@
     }
 CPU_FOR_FLOAT_TYPES(DEF_SGD)
 
+bool cpu_sgd_args_ok(lt_ctx *ctx, const char *kernel, const lt_sgd_args *a) {
+    if (!a->nesterov || (a->momentum > 0 && a->dampening == 0)) return true;
+    /* torch.optim.SGD refuses this combination too. */
+    cpu_fail(ctx, LT_ERR_INVALID, "cpu %s: nesterov needs momentum > 0 and dampening 0 (got %g, %g)",
+             kernel, a->momentum, a->dampening);
+    return false;
+}
+
 void cpu_sgd_step(lt_ctx *ctx, lt_dtype t, void *param, const void *grad, void *momentum_buf,
                   int64_t n, const lt_sgd_args *a) {
-    if (a->nesterov && (a->momentum <= 0 || a->dampening != 0)) {
-        /* torch.optim.SGD refuses this combination too. */
-        cpu_fail(ctx, LT_ERR_INVALID,
-                 "cpu sgd_step: nesterov needs momentum > 0 and dampening 0 (got %g, %g)",
-                 a->momentum, a->dampening);
-        return;
-    }
+    if (!cpu_sgd_args_ok(ctx, "sgd_step", a)) return;
     CPU_DISPATCH(ctx, "sgd_step", t, sgd, param, grad, momentum_buf, n, a);
 }
 

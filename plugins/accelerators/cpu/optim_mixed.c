@@ -10,8 +10,8 @@
  * fp32 operations in the same order as cast, axpby (a * x), optim.c's
  * sgd_momentum_f32 / sgd_plain_f32 and cast, and both files are compiled
  * without contracting a * b + c into a fused multiply-add (CMakeLists.txt),
- * so the compiler cannot round the two differently. test_cpu_kernels holds
- * the two paths to equal bits. */
+ * so the compiler cannot round the two differently. test_cpu_kernels_lowp
+ * holds both loop sets to the three passes' bits. */
 #include "cpu_internal.h"
 
 /* The gradient arrives in GT (its reader GLD, exact) and the compute copy
@@ -54,7 +54,7 @@ DEF_SGD_MIXED_TO(float, f32, CPU_AS_IS)
 DEF_SGD_MIXED_TO(uint16_t, f16, half_f16_to_f32)
 DEF_SGD_MIXED_TO(uint16_t, bf16, half_bf16_to_f32)
 
-/* The same in AVX2 + F16C, 8 elements a step: each operation as above,
+/* The same in AVX2 + F16C, 16 elements a step: each operation as above,
  * written out (no FMA), the conversions cvt16_avx2.h's, which give half.h's
  * bits; the remainder goes to the loops above. GCC vectorises those, but
  * half.h's f16 rounding takes some 20 integer operations per vector, which
@@ -169,12 +169,7 @@ void cpu_sgd_step_mixed(lt_ctx *ctx, void *param, lt_dtype grad_t, const void *g
                  lt_dtype_name(grad_t), lt_dtype_name(compute_t));
         return;
     }
-    if (a->nesterov && (a->momentum <= 0 || a->dampening != 0)) {
-        cpu_fail(ctx, LT_ERR_INVALID,
-                 "cpu sgd_step_mixed: nesterov needs momentum > 0 and dampening 0 (got %g, %g)",
-                 a->momentum, a->dampening);
-        return;
-    }
+    if (!cpu_sgd_args_ok(ctx, "sgd_step_mixed", a)) return;
     /* Every scalar rounded to f32 as sgd_step's and axpby's prototypes round them. */
     float lr = (float)a->lr, wd = (float)a->weight_decay;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -59,9 +59,8 @@ static lt_status ddp_make(lt_ctx *ctx, ddp **out) {
     }
     const char *ov = lt_param_str(ctx, "overlap", "auto");
     d->overlap_auto = !strcasecmp(ov, "auto");
-    d->overlap = true;
-    if (!strcasecmp(ov, "false") || !strcasecmp(ov, "off") || !strcmp(ov, "0")) d->overlap = false;
-    else if (!d->overlap_auto && strcasecmp(ov, "true") && strcasecmp(ov, "on") && strcmp(ov, "1")) {
+    d->overlap = true; /* auto: until configure_ddp decides */
+    if (!d->overlap_auto && !lt_parse_bool(ov, &d->overlap)) {
         free(d);
         lt_set_error(ctx, "strategy.overlap = '%s': use auto, true or false", ov);
         return LT_ERR_INVALID;

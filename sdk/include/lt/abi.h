@@ -44,7 +44,7 @@ extern "C" {
  *      reduces them in place (shm: no copies through its slots).
  * 1.8: one pass for mixed precision's optimizer step: lt_kernels'
  *      sgd_step_mixed and lt_run_defer_unscale (the master gradients' cast
- *      and the compute copy's refresh folded into SGD). */
+ *      and the compute copy's refresh folded into SGD); lt_parse_bool. */
 
 #if defined(__GNUC__)
 #define LT_API __attribute__((visibility("default")))

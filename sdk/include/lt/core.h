@@ -83,6 +83,10 @@ LT_API int64_t lt_param_int(lt_ctx *ctx, const char *key, int64_t def);
 LT_API double lt_param_float(lt_ctx *ctx, const char *key, double def);
 LT_API bool lt_param_bool(lt_ctx *ctx, const char *key, bool def);
 LT_API const char *lt_param_str(lt_ctx *ctx, const char *key, const char *def);
+/* ABI 1.8. The config's boolean spelling (true/false, yes/no, on/off, 1/0,
+ * any case), for a string parameter that also takes words of its own
+ * ("auto"): false when s is none of them. */
+LT_API bool lt_parse_bool(const char *s, bool *out);
 
 /* Any resolved config value by "section.key" (e.g. "trainer.max_epochs");
  * NULL when unset and without default. */
