@@ -181,6 +181,10 @@ for b, ref, need, what in ((64, "lt 1 rank", 1.8, "lt 1 process"), (512, "lt 1 r
     ratio_row("ddp 2 ranks, 1 host: lt ddp / %s, batch %d" % (what, b),
               ddp.get(("lt ddp / %s" % ref, b)), need)
     variants(ref, b)
+    if ref == "lt 1 rank":
+        # the machine's own ceiling: two one-core processes that never communicate
+        ratio_row("  ceiling: 2 lt processes at once, no communication / lt 1 process, batch %d" % b,
+                  ddp.get(("lt 2 alone / lt 1 rank", b)), None)
 startup_row("first step, 1 process (lt, warm data cache)", "lt_warm", 1, "first_step_s", "s", 0.15, "%.3f")
 startup_row("first step, ddp 2 ranks (lt, warm data cache)", "lt_warm", 2, "first_step_s", "s", 0.15, "%.3f")
 startup_row("peak RSS per rank, 1 process (lt, warm cache)", "lt_warm", 1, "rss_mb", "MB", 50, "%.1f")

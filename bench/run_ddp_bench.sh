@@ -5,7 +5,10 @@
 #  2. Fashion-MNIST MLP 784-512-512-10 training throughput (samples/s, total
 #     over ranks) for batch per rank 64 and 512: lt 1 rank (single_device)
 #     on one core (accelerator.num_threads=1, as each ddp rank runs) and on
-#     every core (OpenBLAS's default threads), lt 2 ranks ddp as it runs by
+#     every core (OpenBLAS's default threads), two one-core processes at
+#     once, each bound to its own core ("lt 2 alone": two ranks that never
+#     communicate, the most 2 ranks can reach on this machine's shared cache,
+#     memory and clock), lt 2 ranks ddp as it runs by
 #     default and with overlap forced on and off, over the default backend
 #     (process_group_backend = auto: shm, all ranks being on this host), with
 #     the gradients in the ranks' own memory instead of shm's group memory
@@ -52,6 +55,20 @@
 # 4-10% faster at batch 64 in four runs out of four, the same at 512; so
 # ddp's overlap=auto (the default) turns it off where the group reduces in
 # shared memory and each rank has one core.
+# What is left, against the machine's own ceiling ("lt 2 alone"), measured
+# 2026-11-24 (later stop) on the same AMD EPYC, a quiet day: two one-core
+# processes at once gave 1.88x one process at batch 64 (each runs 3% slower
+# than alone: the shared L3 and memory) and 1.91x at 512; ddp 1.76x and
+# 1.87x. Per rank and step at batch 64 (thread_stats.py, perf): training
+# thread 2.64 ms, shm worker 0.14 ms (its reduction, ltshm_sum2_f32, 2.9% of
+# all samples; barrier spinning 0.7%), loader 0.10 ms; the core is busy 99%
+# of the step (2.91 ms) against 2.70 ms for a process of the pair. So the
+# gap to the ceiling is the reduction's one pass over the 2.7 MB of
+# gradients (read both ranks' halves, write both) and the optimizer reading
+# what the other core wrote. Halving the optimizer step (a quick experiment:
+# SGD over half the parameters, as a sharded step would run) gave +3.6%
+# ddp samples/s, i.e. about 1.81x: a ZeRO-style sharded step would need
+# the parameters and optimizer state in group memory for about that much.
 #
 # The reference for "ddp / 1 rank" is the one-core process: 2 ranks on 2
 # cores can be at most 2x of it, the issue's scale. A single process left
@@ -139,6 +156,38 @@ lt_run() {
         "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
 }
 
+# lt_pair_run NAME BATCH ARGS...: two one-core ltruns at once, each bound
+# to its own core (the first two of this shell's CPUs), samples/s summed:
+# two ranks that never communicate, i.e. what this machine's shared cache,
+# memory and clock leave to 2 ranks before ddp adds anything.
+lt_pair_run() {
+    local name=$1 b=$2; shift 2
+    [ -n "$pair_cpus" ] || return
+    local c0=${pair_cpus% *} c1=${pair_cpus#* } sps0 sps1
+    (cd "$root" && taskset -c "$c0" "$ltrun" "${common[@]}" --set "data.batch_size=$b" "$@") >"$log.p0" 2>&1 &
+    local pid=$!
+    (cd "$root" && taskset -c "$c1" "$ltrun" "${common[@]}" --set "data.batch_size=$b" "$@") >"$log.p1" 2>&1
+    local st1=$?
+    wait "$pid"
+    local st0=$?
+    sps0=$(sed -n 's/^epoch 0 done: .* \([0-9.]*\) samples\/s.*/\1/p' "$log.p0" | tail -1)
+    sps1=$(sed -n 's/^epoch 0 done: .* \([0-9.]*\) samples\/s.*/\1/p' "$log.p1" | tail -1)
+    if [ "$st0" != 0 ] || [ "$st1" != 0 ] || [ -z "$sps0" ] || [ -z "$sps1" ]; then
+        echo "run_ddp_bench: ltrun ($name, batch $b, two at once) failed:" >&2
+        tail -3 "$log.p0" "$log.p1" >&2
+        status=1
+        return
+    fi
+    echo "run=$name batch=$b samples_per_s=$(awk -v a="$sps0" -v b="$sps1" 'BEGIN { print a + b }')" >>"$log"
+    printf '  [%s] %-16s batch=%-4s %8.0f samples/s  (%.0f + %.0f)\n' "$rep" "$name" "$b" \
+        "$(awk -v a="$sps0" -v b="$sps1" 'BEGIN { print a + b }')" "$sps0" "$sps1"
+}
+pair_cpus=""
+if command -v taskset >/dev/null; then
+    pair_cpus=$(python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); print(*c[:2]) if len(c) >= 2 else None')
+fi
+[ -n "$pair_cpus" ] || echo "run_ddp_bench: no taskset or fewer than 2 CPUs: no 'lt 2 alone' column" >&2
+
 torch_run() {
     local name=$1 world=$2
     if ! "$TORCH_PY" "$here/torch_ddp.py" --world "$world" --batch "$(echo "$BATCHES" | tr ' ' ',')" \
@@ -159,6 +208,7 @@ for rep in $(seq 1 "$REPS"); do
     for b in $BATCHES; do
         lt_run lt_single "$b" --strategy single_device --devices 1 --set accelerator.num_threads=1
         lt_run lt_single_all "$b" --strategy single_device --devices 1
+        lt_pair_run lt_pair "$b" --strategy single_device --devices 1 --set accelerator.num_threads=1
         # shellcheck disable=SC2086
         lt_run lt_ddp "$b" --strategy ddp --devices 2 $LT_SET
         # shellcheck disable=SC2086
@@ -183,7 +233,7 @@ for line in open(sys.argv[1]):
     kv = dict(t.split("=", 1) for t in line.split() if "=" in t)
     runs.setdefault((kv["run"], int(kv["batch"])), []).append(float(kv["samples_per_s"]))
 batches = [int(b) for b in sys.argv[2].split()]
-cols = [("lt_single", "lt 1 rank"), ("lt_single_all", "lt 1 rank all cores"),
+cols = [("lt_single", "lt 1 rank"), ("lt_single_all", "lt 1 rank all cores"), ("lt_pair", "lt 2 alone"),
         ("lt_ddp", "lt ddp"), ("lt_ddp_overlap", "lt ddp overlap"),
         ("lt_ddp_nooverlap", "lt ddp no-overlap"), ("lt_ddp_noplace", "lt ddp own-mem"),
         ("lt_ddp_gloo", "lt ddp gloo"),
@@ -228,6 +278,8 @@ rc = [("lt_ddp", "torch_ddp", "lt ddp / torch DDP"),
       ("lt_ddp_noplace", "lt_single", "lt ddp own-mem / lt 1 rank"),
       ("lt_ddp_gloo", "lt_single", "lt ddp gloo / lt 1 rank"),
       ("lt_ddp", "lt_single_all", "lt ddp / all cores"),
+      ("lt_pair", "lt_single", "lt 2 alone / lt 1 rank"),
+      ("lt_ddp", "lt_pair", "lt ddp / lt 2 alone"),
       ("lt_single", "torch_single", "lt 1 rank / torch 1 rank"),
       ("torch_ddp", "torch_single", "torch DDP / torch 1 rank")]
 print("%6s" % "batch" + "".join("  %30s" % r[2] for r in rc))
