@@ -67,8 +67,12 @@
 # gradients (read both ranks' halves, write both) and the optimizer reading
 # what the other core wrote. Halving the optimizer step (a quick experiment:
 # SGD over half the parameters, as a sharded step would run) gave +3.6%
-# ddp samples/s, i.e. about 1.81x: a ZeRO-style sharded step would need
-# the parameters and optimizer state in group memory for about that much.
+# ddp samples/s, about 1.81x; adding what keeps every rank's copy whole
+# (each rank writing its half of the parameters and of the momentum into
+# the other's memory: two more half passes, simulated) left -0.6% to +1%.
+# So a ZeRO-style sharded step pays here only with the optimizer state
+# left sharded (gathered for checkpoints): 1-3%, within this machine's
+# run-to-run spread, for group-memory parameters and a sharded state.
 #
 # The reference for "ddp / 1 rank" is the one-core process: 2 ranks on 2
 # cores can be at most 2x of it, the issue's scale. A single process left
