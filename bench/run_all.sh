@@ -112,6 +112,14 @@ for line in text("train"):
         if m:  # train: best first, median in parentheses
             train[section][int(m.group(1))] = {"best": float(m.group(2)), "median": float(m.group(3))}
 
+# run_train_bench's "GEMM ceiling: batch N: S samples/s if ... , R x torch":
+# lt/torch if lt's step were only its GEMMs at the run's best GEMM rate.
+gemm_ceiling = {}
+for line in text("train"):
+    m = re.match(r"^GEMM ceiling: batch (\d+): .*, ([0-9.]+)x torch$", line)
+    if m:
+        gemm_ceiling[int(m.group(1))] = float(m.group(2))
+
 # run_ddp_bench: after "ratios: median (of bests)", a header naming each
 # column ("lt ddp / lt 1 rank", ...) and one row per batch of
 # "median (best)" cells or n/a.
@@ -163,8 +171,11 @@ def startup_row(what, run, n, key, unit, need, fmt):
     verdict = "" if need is None else ("met" if x <= need else "NOT met")
     rows.append((what, (fmt % x) + " " + unit, "<= %g %s" % (need, unit) if need is not None else "-", verdict))
 
-ratio_row("1 process, 1 thread, MLP: lt / PyTorch, batch 64", train["mlp"].get(64), 1.6)
-ratio_row("1 process, 1 thread, MLP: lt / PyTorch, batch 1024", train["mlp"].get(1024), 1.1)
+for b, need in ((64, 1.6), (1024, 1.1)):
+    ratio_row("1 process, 1 thread, MLP: lt / PyTorch, batch %d" % b, train["mlp"].get(b), need)
+    if b in gemm_ceiling:
+        rows.append(("  ceiling: a step of only its GEMMs at this run's best GEMM rate / PyTorch",
+                     "%.2fx" % gemm_ceiling[b], "-", ""))
 for b in sorted(train["cnn"]):
     ratio_row("1 process, 1 thread, CNN: lt / PyTorch, batch %d" % b, train["cnn"][b], None)
 def variants(ref, b):

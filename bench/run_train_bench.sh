@@ -181,6 +181,24 @@ if flops_note:
     print("GEMM-only step, per call (best):")
     print("\n".join(flops_note))
     print()
+# The ceiling lt's step can reach on this CPU: only its GEMMs, each at the
+# best rate any call reached in this run (the large-batch shapes, near the
+# core's FMA peak), nothing else (no activations, loss, optimizer, data).
+peak = 0.0
+for b in rows:
+    for v in rows[b]["gemm_calls"].values():
+        peak = max(peak, 2 * int(v[0]["m"]) * int(v[0]["n"]) * int(v[0]["k"]) / min(v[1]) * 1e-6)
+if peak > 0:
+    for b in sorted(rows):
+        calls = rows[b]["gemm_calls"]
+        if not calls:
+            continue
+        flops = sum(2 * int(v[0]["m"]) * int(v[0]["n"]) * int(v[0]["k"]) for v in calls.values())
+        sps = b / (flops / (peak * 1e9))
+        t = max(rows[b]["torch"]) if rows[b]["torch"] else None
+        print("GEMM ceiling: batch %d: %.0f samples/s if a step were only its GEMMs at %.0f GF/s "
+              "(this run's best call)%s" % (b, sps, peak, "" if t is None else ", %.2fx torch" % (sps / t)))
+    print()
 def target(b, need, what):
     if b not in ratio:
         print("target: lt >= %.1fx torch at batch %d (%s): n/a (not measured)" % (need, b, what))
