@@ -8,11 +8,15 @@
  * (core/nn/conv.c) and its linear layers at batch 64.
  *
  *   lowp_gemm_bench [--threads N] [--isa auto|avx2|avx512|generic] [--secs S]
+ *                   [--bf16-gemm auto|widen|native|emulated]
  *
  * Each figure is the best of repeated calls for about S seconds (default
  * 0.2) on warm buffers, 2mnk / time. OpenBLAS runs N threads (default 1, as
  * train_bench and every dp/ddp worker). The ratio columns are bf16 / f32
- * and f16 / f32. */
+ * and f16 / f32. --bf16-gemm sets the plugin's bf16_gemm parameter: native
+ * puts AVX-512 BF16's dot products (gemm_bf16dp.c) under the bf16 column,
+ * on a CPU that has them; bf16 / f32 there is what decides whether auto
+ * should pick them. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -94,15 +98,16 @@ static void fill(void *p, size_t bytes) {
 }
 
 int main(int argc, char **argv) {
-    const char *threads = "1", *isa = "auto";
+    const char *threads = "1", *isa = "auto", *bf16 = "auto";
     double secs = 0.2;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) threads = argv[i + 1];
         else if (!strcmp(argv[i], "--isa")) isa = argv[i + 1];
         else if (!strcmp(argv[i], "--secs")) secs = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--bf16-gemm")) bf16 = argv[i + 1];
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--isa auto|avx2|avx512|generic] [--secs S]\n",
-                    argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--isa auto|avx2|avx512|generic] [--secs S] "
+                    "[--bf16-gemm auto|widen|native|emulated]\n", argv[0]);
             return 2;
         }
     }
@@ -125,9 +130,12 @@ int main(int argc, char **argv) {
     char err[256];
     lt_config_declare(cfg, "accelerator.cpu", "num_threads", LT_PARAM_INT, "0", "threads");
     lt_config_declare(cfg, "accelerator.cpu", "isa", LT_PARAM_STRING, "auto", "isa");
+    lt_config_declare(cfg, "accelerator.cpu", "bf16_gemm", LT_PARAM_STRING, "auto", "bf16 gemm");
     if (lt_config_set(cfg, "accelerator.cpu", "num_threads", threads, LT_SRC_FLAG, "--threads",
                       err, sizeof err) != LT_OK ||
         lt_config_set(cfg, "accelerator.cpu", "isa", isa, LT_SRC_FLAG, "--isa", err,
+                      sizeof err) != LT_OK ||
+        lt_config_set(cfg, "accelerator.cpu", "bf16_gemm", bf16, LT_SRC_FLAG, "--bf16-gemm", err,
                       sizeof err) != LT_OK) {
         fprintf(stderr, "%s\n", err);
         return 2;
@@ -144,7 +152,8 @@ int main(int argc, char **argv) {
     if (!B.a || !B.b || !B.c) return 1;
     fill(B.a, bytes), fill(B.b, bytes), fill(B.c, bytes);
 
-    printf("# cpu gemm GF/s, OpenBLAS threads=%s, isa=%s; sbgemm: %s\n", threads, isa,
+    printf("# cpu gemm GF/s, OpenBLAS threads=%s, isa=%s, bf16_gemm=%s; sbgemm: %s\n", threads, isa,
+           bf16,
            B.sbgemm ? "cblas_sbgemm (bf16 in, f32 out)"
                     : "n/a (this OpenBLAS exports no cblas_sbgemm: built without BFLOAT16)");
     printf("%-6s %-8s %-4s %-14s %7s %7s %7s %7s   %5s %5s\n", "group", "gemm", "op", "m x n x k",

@@ -3,7 +3,7 @@
 #   install-deps.sh          what building and training need
 #   install-deps.sh --test   and what the tests add (clang and libFuzzer: tests/fuzz)
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libgloo-dev libinih-dev libcunit1-dev libopenblas-dev
+pkgs=(build-essential cmake pkg-config libgloo-dev libinih-dev libcunit1-dev libopenblas-dev libsimde-dev
       zlib1g-dev libjansson-dev dataset-fashion-mnist iproute2 procps python3)
 [ "${1:-}" = --test ] && pkgs+=(clang libclang-rt-dev)
 missing=()

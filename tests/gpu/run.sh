@@ -11,7 +11,8 @@
 # From the repository root or anywhere; with the device tool: command
 # "bash tests/gpu/run.sh", carry [".debs"] when that machine lacks lt's
 # Debian packages (bash tests/gpu/pack_debs.sh fills .debs/ here first:
-# ../shared/offline/pack.sh's packages, jansson and pkg-config, unpack.sh).
+# ../shared/offline/pack.sh's packages, jansson, pkg-config and SIMDe,
+# unpack.sh).
 #
 # Steps, each reported ok / FAILED / skipped (with why) as it ends:
 #  1. dependencies: what lt builds against, found on the machine or, when
@@ -140,6 +141,11 @@ missing_deps() { # prints what lt cannot build without, space-separated
         [ -e "$d/gloo/allreduce.h" ] && found=1
     done
     [ $found = 1 ] || miss+=(gloo-headers)
+    found=0
+    for d in /usr/include /usr/local/include $(tr ':' ' ' <<<"${CPATH:-}"); do
+        [ -e "$d/simde/x86/avx512/dpbf16.h" ] && found=1
+    done
+    [ $found = 1 ] || miss+=(simde-headers)
     echo "${miss[*]}"
 }
 find_unpack() {

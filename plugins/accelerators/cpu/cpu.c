@@ -121,6 +121,35 @@ static lt_status choose_sgemm(lt_ctx *ctx, lt_sgemm_fn *fn, const char **path) {
     return LT_OK;
 }
 
+/* bf16_gemm: which kernel a bf16 GEMM runs. auto widens (gemm_lowp.c):
+ * the native dot-product kernel has not yet run on a CPU with AVX-512
+ * BF16, only through SIMDe's emulation, so nothing picks it unasked until
+ * it has been measured there (bench/lowp_gemm_bench --bf16-gemm native). */
+static lt_status choose_bf16dp(lt_ctx *ctx, cpu_bf16dp_fn *fn, const char **path) {
+    const char *v = lt_param_str(ctx, "bf16_gemm", "auto");
+    *fn = NULL;
+    *path = "widened to fp32 as they are packed or converted (gemm_lowp.c)";
+    if (!strcmp(v, "auto") || !strcmp(v, "widen")) return LT_OK;
+    if (!strcmp(v, "native")) {
+        if (!cpu_bf16dp_native_usable()) {
+            lt_set_error(ctx, "cpu accelerator: bf16_gemm=native needs AVX-512 F, BW and BF16, "
+                         "which this CPU lacks; set accelerator.bf16_gemm to auto");
+            return LT_ERR_UNSUPPORTED;
+        }
+        *fn = cpu_bf16dp_native;
+        *path = "AVX-512 BF16 dot products (vdpbf16ps, gemm_bf16dp.c)";
+        return LT_OK;
+    }
+    if (!strcmp(v, "emulated")) {
+        *fn = cpu_bf16dp_emulated;
+        *path = "the AVX-512 BF16 kernel emulated in portable C (SIMDe; slow, for tests)";
+        return LT_OK;
+    }
+    lt_set_error(ctx, "cpu accelerator: bf16_gemm=%s is not one of auto, widen, native, emulated "
+                 "(set accelerator.bf16_gemm)", v);
+    return LT_ERR_INVALID;
+}
+
 /* Any non-negative index is accepted: every "device" of a cpu run is the same
  * host (dp on cpu sets up one context per replica thread). */
 static lt_status cpu_setup(lt_ctx *ctx, int device) {
@@ -137,6 +166,10 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
     const char *path;
     lt_status st = choose_sgemm(ctx, &sgemm, &path);
     if (st != LT_OK) return st;
+    cpu_bf16dp_fn bf16dp;
+    const char *bf16_path;
+    st = choose_bf16dp(ctx, &bf16dp, &bf16_path);
+    if (st != LT_OK) return st;
     cpu_state *s = calloc(1, sizeof *s);
     if (!s) {
         lt_set_error(ctx, "cpu accelerator: out of memory creating its state");
@@ -152,7 +185,10 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
      * the launcher already shares cores among local ranks that way. */
     int64_t threads = lt_param_int(ctx, "num_threads", 0);
     if (threads > 0) openblas_set_num_threads(threads > 4096 ? 4096 : (int)threads);
-    s->vec16 = strcmp(lt_param_str(ctx, "isa", "auto"), "generic") != 0 && cpu_sgd_mixed_avx2_usable();
+    s->vec16 = strcmp(lt_param_str(ctx, "isa", "auto"), "generic") != 0 &&
+               cpu_sgd_mixed_avx2_usable();
+    s->bf16dp = bf16dp;
+    lt_log(ctx, LT_LOG_DEBUG, "bf16 gemm: %s", bf16_path);
     s->device = device;
     s->thread = pthread_self();
     lt_status bst = cpu_bind_replicas(ctx, s, threads, lt_param_bool(ctx, "share_cores", false));
@@ -326,6 +362,10 @@ static const lt_param_spec cpu_params[] = {
      "lt's f32 GEMM kernels: auto (the widest this CPU runs: avx512, else avx2, which takes "
      "only thin layers) | avx512 | avx2 (an ISA the CPU lacks is an error at setup) | "
      "generic (OpenBLAS only, as gemm=openblas)"},
+    {"bf16_gemm", LT_PARAM_STRING, "auto",
+     "bf16 GEMMs: auto (= widen for now) | widen (operands widened to fp32 for lt's or "
+     "OpenBLAS's f32 kernels) | native (AVX-512 BF16 dot products; an error on a CPU without "
+     "them) | emulated (the native kernel in portable C via SIMDe: slow, for tests)"},
     {"share_cores", LT_PARAM_BOOL, "false",
      "dp on cpu: allow more replicas (trainer.devices) than this process has cores; they then "
      "share cores, replica i on core i modulo the count (false: more is an error)"},

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include "gemm_avx2.h"
 #include "gemm_avx512.h"
+#include "gemm_bf16dp.h"
 #include "lt/accelerator.h"
 
 /* Hot loops get an AVX2/FMA (x86-64-v3) clone chosen once at load time by
@@ -104,6 +105,9 @@ typedef struct cpu_state {
     /* optim_mixed.c's AVX2 + F16C loops (isa is not generic and this CPU
      * runs them), else its portable ones. */
     bool vec16;
+    /* bf16 GEMMs on vdpbf16ps (gemm_bf16dp.h), native or emulated, as the
+     * bf16_gemm parameter asks; NULL: gemm_lowp.c's widening paths. */
+    cpu_bf16dp_fn bf16dp;
     int device;                 /* setup's index: the core of a dp replica */
     pthread_t thread;           /* the thread that called setup (drives the replica) */
     bool pinned;                /* replicas.c pinned it; mask: its affinity before */

@@ -9,8 +9,9 @@
  *     call would be (lt's kernels or OpenBLAS), C rounded back: one more
  *     pass over each operand, 3-10% of the GEMM on wide shapes, 15-30%
  *     where a side is thin or k is tiny.
- * Native bf16 products (AVX-512 BF16's vdpbf16ps, AMX) are not used: the
- * CPU this was measured on has neither, and untested code is not shipped.
+ * With accelerator.bf16_gemm = native (or emulated), bf16 GEMMs run on
+ * AVX-512 BF16's dot products instead (gemm_bf16dp.c); auto does not pick
+ * them yet: they have run only through SIMDe's emulation. No AMX.
  * OpenBLAS's cblas_sbgemm is no option either: Debian's 0.3.21 is built
  * without it (lowp_gemm_bench reports it where present). */
 #include "gemm_lowp.h"
@@ -106,6 +107,13 @@ void cpu_gemm_lowp(lt_ctx *ctx, cpu_state *s, lt_dtype t, bool ta, bool tb, int6
                    const uint16_t *b, int64_t ldb, float beta, uint16_t *c, int64_t ldc) {
     if (k == 0 || alpha == 0.0f) {
         scale_c(ctx, s, t, m, n, beta, c, ldc);
+        return;
+    }
+    if (t == LT_BF16 && s->bf16dp) {
+        float *buf = scratch(ctx, s, (uint64_t)(cpu_bf16dp_scratch_bytes(n, k) + 3) / 4);
+        if (buf)
+            s->bf16dp(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, buf,
+                      cpu_cast_lowp_best(LT_F32, t), cpu_cast_lowp_best(t, LT_F32));
         return;
     }
     cpu_hgemm_path path = lowp_path(s, ta, tb, m, n, k);

@@ -381,6 +381,32 @@ static void test_isa_param(void) {
     printf("\n");
 }
 
+/* The plugin's bf16_gemm parameter (which kernel bf16 GEMMs run; their
+ * results are test_cpu_lowp's): auto, widen and emulated open anywhere;
+ * native opens where the CPU has AVX-512 F, BW and BF16 and is refused
+ * elsewhere with what it needs and the fix; anything else is named with
+ * the valid values. */
+static void test_bf16_gemm_param(void) {
+    static float got[PM * PN];
+    char err[512] = "";
+    static const char *const ok[] = {"auto", "widen", "emulated"};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+        CU_ASSERT_EQUAL(open_gemm("bf16_gemm", ok[i], got, err, sizeof err), 0);
+    __builtin_cpu_init();
+    bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512bf16");
+    int rc = open_gemm("bf16_gemm", "native", got, err, sizeof err);
+    if (has) {
+        CU_ASSERT_EQUAL(rc, 0);
+    } else {
+        CU_ASSERT_EQUAL(rc, -1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "bf16_gemm=native needs AVX-512 F, BW and BF16"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "set accelerator.bf16_gemm to auto"));
+    }
+    CU_ASSERT_EQUAL(open_gemm("bf16_gemm", "amx", got, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "bf16_gemm=amx is not one of auto, widen, native, emulated"));
+}
+
 int main(void) {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     if (!lt_sgemm_scratch_init(&g_scratch)) {
@@ -396,6 +422,7 @@ int main(void) {
     CU_add_test(s, "calls left to OpenBLAS, C untouched", test_declines);
     CU_add_test(s, "gemm parameter", test_gemm_param);
     CU_add_test(s, "isa parameter", test_isa_param);
+    CU_add_test(s, "bf16_gemm parameter", test_bf16_gemm_param);
     int rc = lt_cunit_run();
     lt_sgemm_scratch_free(&g_scratch);
     return rc;
