@@ -133,9 +133,11 @@ static lt_status optimizer_step(lt_trainer *t) {
         double clip = t->opt.loop.clip_val;
         /* Clipping reads the master gradients, and so may a strategy's own
          * optimizer_step, through a pointer kept from lt_run_master_grads
-         * (ABI 1.5-1.7): a deferred unscale is written out for them. */
+         * (ABI 1.5-1.7), or any hook of a strategy built before 1.8, which
+         * was promised them filled every step: a deferred unscale is
+         * written out for them. */
         bool own_step = !lt_run_optimizer_step_is_default(r);
-        if (clip > 0 || own_step) lt_model_unscale_grads(m);
+        if (clip > 0 || own_step || r->strategy.desc->abi_minor < 8) lt_model_unscale_grads(m);
         void *g = lt_model_opt_grads(m); /* true-scale gradients (master ones in mixed precision) */
         if (clip > 0 && t->opt.loop.clip_by_value) lt_clip_grad_value(g, m->total, lt_model_opt_dtype(m), clip, m->k, m->kctx);
         else if (clip > 0) lt_clip_grad_norm(g, m->total, lt_model_opt_dtype(m), clip, m->k, m->kctx);
@@ -144,8 +146,11 @@ static lt_status optimizer_step(lt_trainer *t) {
         lt_optim_end(&r->optim);
         r->params_version++;
         /* The one pass wrote the compute copy, unless a strategy's own step
-         * wrote the parameters after it: that one's is cast again. */
-        if (!own_step && r->fused_version == r->params_version) r->compute_version = r->params_version;
+         * wrote the parameters after it: that one's is cast again; so is a
+         * strategy's built before 1.4, which may write them in
+         * after_optimizer_step with no lt_run_params_changed to say so. */
+        if (!own_step && r->strategy.desc->abi_minor >= 4 && r->fused_version == r->params_version)
+            r->compute_version = r->params_version;
         if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "optimizer_step", st);
     }
     r->fused_version = 0;

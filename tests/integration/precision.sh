@@ -42,7 +42,12 @@
 #      the master gradients through a pointer kept from its first step gets
 #      them written (against the built-in SGD without momentum), and one that
 #      writes the parameters after lt_run_optimizer_step gets its compute
-#      copy cast again (against optimizer.fused = false).
+#      copy cast again (against optimizer.fused = false). A strategy built
+#      for ABI 1.7 that reads master gradients kept since on_train_start in
+#      after_optimizer_step finds each step's there (old_reader fails on
+#      zeros or a repeat), with the default step's result; one built for
+#      1.3 that writes the parameters in after_optimizer_step gets its
+#      compute copy cast again (against optimizer.fused = false).
 source "$(dirname "$0")/common.sh"
 it_init precision "$@"
 SAME=(--seed 1 --set data.shuffle=true --set optimizer.name=sgd --set optimizer.lr=0.05
@@ -174,6 +179,19 @@ for f in true false; do
         --set "strategy.optimizer_step=$HOOK:step_then_shrink" --set optimizer.fused=$f
 done
 cmp_with shrink-true shrink-false 0 max
+train old-reader --plugin-dir "$IT_PLUGINS" --strategy old_reader --precision bf16-mixed --batch-size 64 \
+    --max-steps 8
+check "old_reader (ABI 1.7): the kept master gradients held 8 steps' own" \
+    [ "$(grep -c 'old_reader: step [0-9]*: sum of squares' "$IT_TMP/old-reader.out" "$IT_TMP/old-reader.err" |
+         awk -F: '{ n += $NF } END { print n }')" = 8 ]
+cmp_with old-reader one-bf16-mixed 0 max
+for f in true false; do
+    train old-shrink-$f --plugin-dir "$IT_PLUGINS" --strategy old_shrink --precision bf16-mixed \
+        --batch-size 64 --max-steps 8 --set optimizer.fused=$f
+done
+cmp_with old-shrink-true old-shrink-false 0 max
+ckpt_differ "$(ckpt_of old-shrink-true)" "$(ckpt_of one-bf16-mixed)" 1e-6 max \
+    "old_shrink's after_optimizer_step changed the result"
 run_ltrun defer32 "${BASE[@]}" --max-steps 1 --default-root-dir "$IT_TMP/defer32" \
     --set "precision.unscale_and_check=$HOOK:unscale_defer_one"
 check "lt_run_defer_unscale under 32-true: exit non-zero" [ "$RC" -ne 0 ]

@@ -213,7 +213,9 @@ typedef struct lt_kernels {
      * to f32 first; then sgd_step's f32 update of param[i] and
      * momentum_buf[i] from g; then compute[i] = the new param[i] rounded to
      * compute_t. Each operation as cast, axpby, sgd_step and cast make it,
-     * so the result is theirs bit for bit. momentum_buf as sgd_step's
+     * so the result is theirs bit for bit, a NaN's payload and quiet bit
+     * aside (a NaN stays a NaN; the three passes skip the multiply when
+     * grad_mul is 1, the kernel need not). momentum_buf as sgd_step's
      * (unread when a->momentum == 0, may then be NULL). */
     void (*sgd_step_mixed)(lt_ctx *ctx, void *param, lt_dtype grad_t, const void *grad,
                            double grad_mul, void *momentum_buf, lt_dtype compute_t,

@@ -80,14 +80,17 @@ LT_API lt_status lt_run_master_grads(lt_run *run, void **out);
 /* ABI 1.8. For a precision plugin's unscale_and_check, instead of writing
  * the master gradients: says they are lt_flat.grads (the reduced gradients,
  * already checked) times grad_mul (1 / loss scale). The core then reads
- * the 16-bit gradients in the optimizer step itself where the accelerator
- * has sgd_step_mixed (one pass over the parameters instead of three), and
- * otherwise writes the master gradients (cast, then multiply) before
- * anything reads them: clipping, lt_run_master_grads, an optimizer without
- * a fused kernel. The result is the same bit for bit. Valid until the end
- * of this optimizer step; LT_ERR_STATE under a precision whose param dtype
- * equals its grad dtype (there are no master gradients), or when grad_mul
- * is not finite and > 0. */
+ * the 16-bit gradients in the optimizer step itself where it can (SGD,
+ * an fp32 master under a 16-bit compute dtype, optimizer.fused, and an
+ * accelerator with sgd_step_mixed: one pass over the parameters instead of
+ * three), and otherwise writes the master gradients (cast, then multiply)
+ * before anything reads them: clipping, lt_run_master_grads, an optimizer
+ * without a fused kernel, a strategy's own optimizer_step, a strategy
+ * built before 1.8. The result is the same bit for bit (NaN payloads
+ * aside). Holds until the next backward, so lt_run_master_grads after the
+ * step still returns this step's gradients. LT_ERR_STATE under a precision
+ * whose param dtype equals its grad dtype (there are no master
+ * gradients); LT_ERR_INVALID when grad_mul is not finite and > 0. */
 LT_API lt_status lt_run_defer_unscale(lt_run *run, double grad_mul);
 
 /* ABI 1.4. A strategy that writes lt_flat.params outside the optimizer step
