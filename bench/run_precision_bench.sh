@@ -55,7 +55,9 @@
 #   CNN_SAMPLES=8000        samples per timed CNN run (lt, torch fp32)
 #   TORCH_CNN_LOWP_SAMPLES=1024   samples per timed torch bf16-autocast CNN run
 #   DDP_STEPS=3             steps of each ddp run (0 skips the ddp section)
-#   LT_BENCH_SET=""         lt settings for every train_bench run, e.g. "accelerator.gemm=openblas"
+#   LT_BENCH_SET=""         lt settings for every train_bench run, e.g. "accelerator.gemm=openblas",
+#                           or "accelerator.bf16_gemm=native" on a CPU with AVX-512 BF16 (the
+#                           dot-product kernel, which auto does not pick until measured there)
 #   PIN=                    a CPU list for taskset (e.g. PIN=0) to hold lt and torch to those cores
 #   IDLE_WAIT=1             seconds each run may wait for the machine to go idle first (0: none)
 #   TORCH_PY                default /opt/torch2/bin/python (PyTorch 2.x from PyPI) when it
