@@ -132,7 +132,7 @@ static lt_status choose_bf16dp(lt_ctx *ctx, cpu_bf16dp_fn *fn, const char **path
     if (!strcmp(v, "auto") || !strcmp(v, "widen")) return LT_OK;
     if (!strcmp(v, "native")) {
         if (!cpu_bf16dp_native_usable()) {
-            lt_set_error(ctx, "cpu accelerator: bf16_gemm=native needs AVX-512 F, BW and BF16, "
+            lt_set_error(ctx, "cpu accelerator: bf16_gemm=native needs AVX-512 F, BW, VL and BF16, "
                          "which this CPU lacks; set accelerator.bf16_gemm to auto");
             return LT_ERR_UNSUPPORTED;
         }

@@ -14,15 +14,31 @@
  * pair), then op(A) a panel of 8 rows at a time, each panel run against
  * every block: 8 x 32 of C in 16 registers, two loads of B and 8
  * broadcasts of A per pair for 16 dot products. On the MLP's shapes packed
- * B is at most 1 MiB, read from L2 once per panel. */
+ * B is at most 1.6 MiB (batch 1024's weight gradient), read from L2 (or
+ * L3) once per panel. */
 #include <string.h>
 #include "gemm_bf16dp.h"
 
+#if defined(LT_BF16DP_NO_NATIVE) && !defined(BF16DP_EMULATED)
+/* No native build here (CMakeLists.txt): cpu_bf16dp_native_usable says no,
+ * so nothing calls this; it computes what the native kernel would. */
+void cpu_bf16dp_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                       const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb,
+                       float beta, uint16_t *c, int64_t ldc, void *scratch, cpu_cast_fn widen,
+                       cpu_cast_fn narrow) {
+    cpu_bf16dp_emulated(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, scratch, widen,
+                        narrow);
+}
+#else
+
+#ifdef BF16DP_EMULATED
+#define SIMDE_NO_NATIVE /* emulated even where the global flags allow AVX-512 BF16 */
+#endif
 #include <simde/x86/avx512.h>
 
 #ifndef BF16DP_EMULATED
 #if !defined(SIMDE_X86_AVX512BF16_NATIVE) || !defined(SIMDE_X86_AVX512F_NATIVE)
-#error "gemm_bf16dp.c needs -mavx512f -mavx512bw -mavx512bf16 (its CMake source properties)"
+#error "gemm_bf16dp.c needs -mavx512f -mavx512bw -mavx512vl -mavx512bf16 (CMakeLists.txt)"
 #endif
 #define BF16DP_NAME cpu_bf16dp_native
 #else
@@ -141,3 +157,4 @@ void BF16DP_NAME(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
         }
     }
 }
+#endif

@@ -18,9 +18,11 @@
 #include "cast_simd.h"
 
 /* C = alpha op(A) op(B) + beta C on bf16 A, B and C: products exact in
- * fp32, summed in fp32 by the instruction (which flushes subnormal inputs
- * and results to zero), C rounded once by `narrow` (f32 -> bf16) after
- * `widen` (bf16 -> f32) read it; beta 0 never reads C. m, n, k >= 1;
+ * fp32, summed in fp32 by the instruction, C rounded once by `narrow`
+ * (f32 -> bf16) after `widen` (bf16 -> f32) read it; beta 0 never reads C.
+ * The instruction flushes subnormal inputs and sums to zero (DAZ, FTZ),
+ * SIMDe's emulation does not: the two builds differ on values below 2^-126
+ * (the widening paths keep them). m, n, k >= 1;
  * scratch holds cpu_bf16dp_scratch_bytes(n, k) bytes, 64-byte aligned.
  * Runs on the calling thread. */
 typedef void (*cpu_bf16dp_fn)(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
@@ -42,7 +44,7 @@ void cpu_bf16dp_emulated(bool ta, bool tb, int64_t m, int64_t n, int64_t k, floa
 size_t cpu_bf16dp_scratch_bytes(int64_t n, int64_t k);
 
 /* Whether this CPU (and its OS, for the 512-bit state) runs the native
- * build: AVX-512 F, BW and BF16. */
+ * build: AVX-512 F, BW, VL and BF16. */
 bool cpu_bf16dp_native_usable(void);
 
 #endif

@@ -12,7 +12,13 @@ size_t cpu_bf16dp_scratch_bytes(int64_t n, int64_t k) {
 }
 
 bool cpu_bf16dp_native_usable(void) {
+#if defined(LT_BF16DP_NO_NATIVE) || !defined(__x86_64__)
+    return false;
+#else
+    /* libgcc reports AVX-512 features only where the OS saves the ZMM and
+     * opmask state (XCR0) too */
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512bf16");
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+#endif
 }

@@ -383,7 +383,7 @@ static void test_isa_param(void) {
 
 /* The plugin's bf16_gemm parameter (which kernel bf16 GEMMs run; their
  * results are test_cpu_lowp's): auto, widen and emulated open anywhere;
- * native opens where the CPU has AVX-512 F, BW and BF16 and is refused
+ * native opens where the CPU has AVX-512 F, BW, VL and BF16 and is refused
  * elsewhere with what it needs and the fix; anything else is named with
  * the valid values. */
 static void test_bf16_gemm_param(void) {
@@ -392,19 +392,24 @@ static void test_bf16_gemm_param(void) {
     static const char *const ok[] = {"auto", "widen", "emulated"};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
         CU_ASSERT_EQUAL(open_gemm("bf16_gemm", ok[i], got, err, sizeof err), 0);
+#if defined(__x86_64__)
     __builtin_cpu_init();
     bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512bf16");
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+#else
+    bool has = false;
+#endif
     int rc = open_gemm("bf16_gemm", "native", got, err, sizeof err);
     if (has) {
         CU_ASSERT_EQUAL(rc, 0);
     } else {
         CU_ASSERT_EQUAL(rc, -1);
-        CU_ASSERT_PTR_NOT_NULL(strstr(err, "bf16_gemm=native needs AVX-512 F, BW and BF16"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "bf16_gemm=native needs AVX-512 F, BW, VL and BF16"));
         CU_ASSERT_PTR_NOT_NULL(strstr(err, "set accelerator.bf16_gemm to auto"));
     }
     CU_ASSERT_EQUAL(open_gemm("bf16_gemm", "amx", got, err, sizeof err), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "bf16_gemm=amx is not one of auto, widen, native, emulated"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(err, "bf16_gemm=amx is not one of auto, widen, native, emulated"));
 }
 
 int main(void) {

@@ -16,7 +16,8 @@
  * lt's 16-bit kernels, under the 16-bit GEMM), with bf16_gemm=emulated
  * (bf16 on the AVX-512 BF16 dot-product kernel through SIMDe: the MLP's
  * batch-1024 shapes left out, too slow emulated) and bf16_gemm=native
- * where the CPU has AVX-512 BF16 (else reported skipped), and once per
+ * where the CPU has AVX-512 BF16 (else reported skipped; its flushing of
+ * subnormals never shows: no product here is below 2^-104), and once per
  * path of lt's 16-bit kernels called directly (gemm_lowp_avx2.c,
  * gemm_lowp_dot.c compiled in), whatever the plugin would pick; NaN, infinity and overflow;
  * which way the plugin goes with one OpenBLAS thread and with several; a
