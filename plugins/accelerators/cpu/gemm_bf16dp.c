@@ -55,8 +55,19 @@ static inline uint32_t pair_word(uint16_t lo, uint16_t hi) {
     return (uint32_t)lo | (uint32_t)hi << 16;
 }
 
+/* Pair p of row r of a matrix X (rows x k) stored as given (x[r ld + kk])
+ * or transposed (x[kk ld + r]): elements 2p and 2p + 1, the latter 0 past k. */
+static inline uint32_t pair_at(const uint16_t *x, int64_t ld, bool trans, int64_t r, int64_t p,
+                               int64_t k) {
+    int64_t k0 = 2 * p, k1 = 2 * p + 1;
+    uint16_t lo = trans ? x[k0 * ld + r] : x[r * ld + k0];
+    uint16_t hi = k1 < k ? (trans ? x[k1 * ld + r] : x[r * ld + k1]) : 0;
+    return pair_word(lo, hi);
+}
+
 /* op(B) (k x n; B stored n x k when tb) into blocks of NR columns, each
- * block every pair in order, each pair NR words. */
+ * block every pair in order, each pair NR words: column j of op(B) is row j
+ * of B stored as given when tb, transposed when not. */
 static void pack_b(bool tb, int64_t n, int64_t k, const uint16_t *b, int64_t ldb, uint32_t *out) {
     int64_t kp = pairs_of(k);
     for (int64_t j0 = 0; j0 < n; j0 += NR) {
@@ -64,13 +75,7 @@ static void pack_b(bool tb, int64_t n, int64_t k, const uint16_t *b, int64_t ldb
         int64_t w = n - j0 < NR ? n - j0 : NR;
         for (int64_t p = 0; p < kp; p++) {
             uint32_t *dst = blk + p * NR;
-            int64_t k0 = 2 * p, k1 = 2 * p + 1;
-            for (int64_t jj = 0; jj < w; jj++) {
-                int64_t j = j0 + jj;
-                uint16_t lo = tb ? b[j * ldb + k0] : b[k0 * ldb + j];
-                uint16_t hi = k1 < k ? (tb ? b[j * ldb + k1] : b[k1 * ldb + j]) : 0;
-                dst[jj] = pair_word(lo, hi);
-            }
+            for (int64_t jj = 0; jj < w; jj++) dst[jj] = pair_at(b, ldb, !tb, j0 + jj, p, k);
             for (int64_t jj = w; jj < NR; jj++) dst[jj] = 0;
         }
     }
@@ -82,14 +87,8 @@ static void pack_a(bool ta, int64_t k, const uint16_t *a, int64_t lda, int64_t i
                    uint32_t *out) {
     int64_t kp = pairs_of(k);
     for (int64_t p = 0; p < kp; p++) {
-        int64_t k0 = 2 * p, k1 = 2 * p + 1;
         uint32_t *dst = out + p * MR;
-        for (int64_t ii = 0; ii < rows; ii++) {
-            int64_t i = i0 + ii;
-            uint16_t lo = ta ? a[k0 * lda + i] : a[i * lda + k0];
-            uint16_t hi = k1 < k ? (ta ? a[k1 * lda + i] : a[i * lda + k1]) : 0;
-            dst[ii] = pair_word(lo, hi);
-        }
+        for (int64_t ii = 0; ii < rows; ii++) dst[ii] = pair_at(a, lda, ta, i0 + ii, p, k);
         for (int64_t ii = rows; ii < MR; ii++) dst[ii] = 0;
     }
 }
