@@ -109,7 +109,9 @@ void cpu_gemm_lowp(lt_ctx *ctx, cpu_state *s, lt_dtype t, bool ta, bool tb, int6
         scale_c(ctx, s, t, m, n, beta, c, ldc);
         return;
     }
-    if (t == LT_BF16 && s->bf16dp) {
+    /* Its tiles are 32 columns wide: below 16 most of each dot product
+     * would be padding (n = 1: 1/32 of it used), so thin outputs widen. */
+    if (t == LT_BF16 && s->bf16dp && n >= 16) {
         float *buf = scratch(ctx, s, (uint64_t)(cpu_bf16dp_scratch_bytes(n, k) + 3) / 4);
         if (buf)
             s->bf16dp(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, buf,

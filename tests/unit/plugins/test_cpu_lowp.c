@@ -345,8 +345,8 @@ static bool run_gemm(int r, const gemm_shape *sh, const uint16_t *a, const uint1
         /* the dot-product variants differ from auto only on bf16; emulated,
          * the kernel runs ~5 GF/s (SIMDe's portable dpbf16; f32 here: 90):
          * the MLP's batch-1024 shapes (4e8 products each) are left to native */
-        bool dp = strcmp(g->bf16, "auto") != 0;
-        if (dp && (sh->t != LT_BF16 ||
+        bool dp = strcmp(g->bf16, "auto") != 0; /* and n >= 16: thinner ones widen */
+        if (dp && (sh->t != LT_BF16 || sh->n < 16 ||
                    (!strcmp(g->bf16, "emulated") && (double)sh->m * sh->n * sh->k > 1.2e8)))
             return false;
         g->k->gemm(&g->ctx, sh->t, sh->ta, sh->tb, sh->m, sh->n, sh->k, sh->alpha, a, sh->lda, b,
