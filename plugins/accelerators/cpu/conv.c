@@ -206,15 +206,44 @@ CPU_FOR_FLOAT_TYPES(DEF_CONV)
     }
 CPU_FOR_WIDE_TYPES(DEF_COL2IM)
 
-/* The 16-bit col2im gathers instead of scattering: for each row of x, a
- * stack block of fp32 sums starts at beta * x and receives the col entries
- * of that row in the order the scatter above adds them (kernel row i, then
- * column j), so each x element is the f32 kernel's sum rounded once. */
+/* The 16-bit col2im sums in a stack block of fp32 and rounds each x
+ * element once: the block starts at beta * x and receives the col entries
+ * in the order the scatter above adds them (kernel row i, then column j),
+ * so each element is the f32 kernel's sum rounded once. Rows up to the
+ * block's width are scattered a band of whole rows at a time, as the f32
+ * loop does: the CNN example in bf16-mixed at batch 64 spent 0.060 ms a
+ * sample in col2im gathering row by row, 0.037 ms so (perf, AMD EPYC), and
+ * trained 5% faster. Wider rows gather, a part of one row at a time. */
 #define COL2IM_BLOCK 1024
 #define DEF_COL2IM_HALF(T, S, C, LD, ST)                                                     \
-    static CPU_HOT void col2im_##S(const T *col, const lt_conv_geom *g, T *x, C beta) {      \
+    static CPU_HOT void col2im_rows_##S(const T *col, const lt_conv_geom *g, T *x, C beta,   \
+                                        C *acc) {                                            \
+        int64_t plane = g->oh * g->ow, band = COL2IM_BLOCK / g->w;                           \
+        for (int64_t c = 0; c < g->c; c++)                                                   \
+            for (int64_t y0 = 0; y0 < g->h; y0 += band) {                                    \
+                int64_t y1 = g->h - y0 < band ? g->h : y0 + band, n = (y1 - y0) * g->w;      \
+                T *xb = x + (c * g->h + y0) * g->w;                                          \
+                for (int64_t e = 0; e < n; e++) acc[e] = beta == 0 ? 0 : beta * LD(xb[e]);   \
+                for (int64_t i = 0; i < g->kh; i++)                                          \
+                    for (int64_t j = 0; j < g->kw; j++) {                                    \
+                        const T *row = col + ((c * g->kh + i) * g->kw + j) * plane;          \
+                        int64_t lo, hi, off = j - g->pw;                                     \
+                        valid_range(g, j, &lo, &hi);                                         \
+                        for (int64_t oy = 0; oy < g->oh; oy++) {                             \
+                            int64_t iy = oy * g->sh - g->ph + i;                             \
+                            if (iy < y0 || iy >= y1) continue;                               \
+                            const T *in = row + oy * g->ow;                                  \
+                            C *out = acc + (iy - y0) * g->w;                                 \
+                            for (int64_t ox = lo; ox < hi; ox++)                             \
+                                out[ox * g->sw + off] += LD(in[ox]);                         \
+                        }                                                                    \
+                    }                                                                        \
+                for (int64_t e = 0; e < n; e++) xb[e] = ST(acc[e]);                          \
+            }                                                                                \
+    }                                                                                        \
+    static CPU_HOT void col2im_wide_##S(const T *col, const lt_conv_geom *g, T *x, C beta,   \
+                                        C *acc) {                                            \
         int64_t plane = g->oh * g->ow;                                                       \
-        C acc[COL2IM_BLOCK];                                                                 \
         for (int64_t c = 0; c < g->c; c++)                                                   \
             for (int64_t iy = 0; iy < g->h; iy++) {                                          \
                 T *xrow = x + (c * g->h + iy) * g->w;                                        \
@@ -238,6 +267,11 @@ CPU_FOR_WIDE_TYPES(DEF_COL2IM)
                     for (int64_t e = x0; e < x1; e++) xrow[e] = ST(acc[e - x0]);             \
                 }                                                                            \
             }                                                                                \
+    }                                                                                        \
+    static void col2im_##S(const T *col, const lt_conv_geom *g, T *x, C beta) {              \
+        C acc[COL2IM_BLOCK];                                                                 \
+        if (g->w <= COL2IM_BLOCK) col2im_rows_##S(col, g, x, beta, acc);                     \
+        else col2im_wide_##S(col, g, x, beta, acc);                                          \
     }
 CPU_FOR_HALF_TYPES(DEF_COL2IM_HALF)
 

@@ -679,16 +679,22 @@ static lt_conv_geom geom(int64_t c, int64_t h, int64_t w, int64_t k, int64_t st,
     return g;
 }
 
-/* Wide rows (1500, 2100) cross col2im's fp32 block of 1024 columns. */
+/* Wide rows (1500, 2100) cross col2im's fp32 block of 1024 columns, which
+ * the 16-bit col2im gathers in; planes of more than 1024 elements with
+ * narrower rows (40 x 60, 50 x 100 strided, 3 x 1024: bands of 17, 10 and
+ * 1 rows) are scattered band by band, kernel rows crossing the bands. */
 static const lt_conv_geom *conv_geoms(int *count) {
-    static lt_conv_geom g[6];
+    static lt_conv_geom g[9];
     g[0] = geom(2, 5, 7, 3, 1, 1);
     g[1] = geom(1, 4, 6, 3, 2, 1);
     g[2] = geom(3, 6, 8, 2, 2, 0);
     g[3] = geom(1, 3, 1500, 3, 1, 1);
     g[4] = geom(2, 2, 2100, 3, 2, 2);
     g[5] = geom(1, 7, 9, 5, 1, 2);
-    *count = 6;
+    g[6] = geom(2, 40, 60, 3, 1, 1);
+    g[7] = geom(1, 50, 100, 3, 2, 1);
+    g[8] = geom(1, 3, 1024, 3, 1, 1);
+    *count = 9;
     return g;
 }
 
