@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "bench_cpu.h"
 #include "common/ctx.h"
 #include "config/config.h"
 #include "lt/accelerator.h"
@@ -100,12 +101,14 @@ static void fill(void *p, size_t bytes) {
 int main(int argc, char **argv) {
     const char *threads = "1", *isa = "auto", *bf16 = "auto";
     double secs = 0.2;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--threads")) threads = argv[i + 1];
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 >= argc) secs = -1; /* a flag without its value: the usage below */
+        else if (!strcmp(argv[i], "--threads")) threads = argv[i + 1];
         else if (!strcmp(argv[i], "--isa")) isa = argv[i + 1];
         else if (!strcmp(argv[i], "--secs")) secs = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--bf16-gemm")) bf16 = argv[i + 1];
-        else {
+        else secs = -1;
+        if (!(secs > 0)) {
             fprintf(stderr, "usage: %s [--threads N] [--isa auto|avx2|avx512|generic] [--secs S] "
                     "[--bf16-gemm auto|widen|native|emulated]\n", argv[0]);
             return 2;
@@ -152,6 +155,7 @@ int main(int argc, char **argv) {
     if (!B.a || !B.b || !B.c) return 1;
     fill(B.a, bytes), fill(B.b, bytes), fill(B.c, bytes);
 
+    bench_print_cpu();
     printf("# cpu gemm GF/s, OpenBLAS threads=%s, isa=%s, bf16_gemm=%s; sbgemm: %s\n", threads, isa,
            bf16,
            B.sbgemm ? "cblas_sbgemm (bf16 in, f32 out)"

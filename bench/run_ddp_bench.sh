@@ -138,6 +138,9 @@ common=(--plugin-dir "$build/plugins" --config "$root/examples/fashion_mnist/tra
         --set trainer.enable_progress_bar=false)
 if [ -n "${LT_FASHION_MNIST_DIR:-}" ]; then common+=(--set "data.dir=$LT_FASHION_MNIST_DIR"); fi
 
+# sps_of FILE: the samples/s of ltrun's "epoch 0 done" line in FILE (empty if none).
+sps_of() { sed -n 's/^epoch 0 done: .* \([0-9.]*\) samples\/s.*/\1/p' "$1" | tail -1; }
+
 # lt_run NAME BATCH ARGS...: one ltrun, its samples/s appended to the log.
 lt_run() {
     local name=$1 b=$2; shift 2
@@ -149,7 +152,7 @@ lt_run() {
         return
     fi
     t1=$(date +%s.%N)
-    sps=$(sed -n 's/^epoch 0 done: .* \([0-9.]*\) samples\/s.*/\1/p' "$log.out" | tail -1)
+    sps=$(sps_of "$log.out")
     if [ -z "$sps" ]; then
         echo "run_ddp_bench: ltrun ($name, batch $b) printed no 'epoch 0 done' line:" >&2; tail -5 "$log.out" >&2
         status=1
@@ -174,17 +177,18 @@ lt_pair_run() {
     local st1=$?
     wait "$pid"
     local st0=$?
-    sps0=$(sed -n 's/^epoch 0 done: .* \([0-9.]*\) samples\/s.*/\1/p' "$log.p0" | tail -1)
-    sps1=$(sed -n 's/^epoch 0 done: .* \([0-9.]*\) samples\/s.*/\1/p' "$log.p1" | tail -1)
+    sps0=$(sps_of "$log.p0")
+    sps1=$(sps_of "$log.p1")
     if [ "$st0" != 0 ] || [ "$st1" != 0 ] || [ -z "$sps0" ] || [ -z "$sps1" ]; then
         echo "run_ddp_bench: ltrun ($name, batch $b, two at once) failed:" >&2
         tail -3 "$log.p0" "$log.p1" >&2
         status=1
         return
     fi
-    echo "run=$name batch=$b samples_per_s=$(awk -v a="$sps0" -v b="$sps1" 'BEGIN { print a + b }')" >>"$log"
-    printf '  [%s] %-16s batch=%-4s %8.0f samples/s  (%.0f + %.0f)\n' "$rep" "$name" "$b" \
-        "$(awk -v a="$sps0" -v b="$sps1" 'BEGIN { print a + b }')" "$sps0" "$sps1"
+    local sum
+    sum=$(awk -v a="$sps0" -v b="$sps1" 'BEGIN { print a + b }')
+    echo "run=$name batch=$b samples_per_s=$sum" >>"$log"
+    printf '  [%s] %-16s batch=%-4s %8.0f samples/s  (%.0f + %.0f)\n' "$rep" "$name" "$b" "$sum" "$sps0" "$sps1"
 }
 pair_cpus=""
 if command -v taskset >/dev/null; then

@@ -169,13 +169,16 @@ print(" single-thread cblas_sgemm rate lt's whole step reaches; GEMM-only: sampl
 print(" if a step were only its 8 GEMMs; by CPU time: lt/torch from the best process")
 print(" CPU time per step, less sensitive to a shared machine than wall time)")
 print()
+def flops(call):  # call = [its key=value fields, its times in ms]
+    return 2 * int(call[0]["m"]) * int(call[0]["n"]) * int(call[0]["k"])
+
 flops_note = []
 for b in sorted(rows):
     calls = rows[b]["gemm_calls"]
     if calls:
         flops_note.append("  batch %5d: " % b + "  ".join(
             "%s %.3f ms %.0f GF/s" % (name, min(v[1]),
-                                      2 * int(v[0]["m"]) * int(v[0]["n"]) * int(v[0]["k"]) / min(v[1]) * 1e-6)
+                                      flops(v) / min(v[1]) * 1e-6)
             for name, v in calls.items()))
 if flops_note:
     print("GEMM-only step, per call (best):")
@@ -187,14 +190,13 @@ if flops_note:
 peak = 0.0
 for b in rows:
     for v in rows[b]["gemm_calls"].values():
-        peak = max(peak, 2 * int(v[0]["m"]) * int(v[0]["n"]) * int(v[0]["k"]) / min(v[1]) * 1e-6)
+        peak = max(peak, flops(v) / min(v[1]) * 1e-6)
 if peak > 0:
     for b in sorted(rows):
         calls = rows[b]["gemm_calls"]
         if not calls:
             continue
-        flops = sum(2 * int(v[0]["m"]) * int(v[0]["n"]) * int(v[0]["k"]) for v in calls.values())
-        sps = b / (flops / (peak * 1e9))
+        sps = b / (sum(flops(v) for v in calls.values()) / (peak * 1e9))
         t = max(rows[b]["torch"]) if rows[b]["torch"] else None
         print("GEMM ceiling: batch %d: %.0f samples/s if a step were only its GEMMs at %.0f GF/s "
               "(this run's best call)%s" % (b, sps, peak, "" if t is None else ", %.2fx torch" % (sps / t)))

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "bench_cpu.h"
 #include "config/config.h"
 #include "cpu_plugin.h" /* tests/unit: loads the built cpu accelerator with a config */
 
@@ -54,11 +55,14 @@ static int open_cpu(variant *v, const char *isa) {
 int main(int argc, char **argv) {
     int64_t n = 669706; /* the MLP 784-512-512-10 */
     int rounds = 30;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--n")) n = atoll(argv[i + 1]);
+    bool bad = false;
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 >= argc) bad = true;
+        else if (!strcmp(argv[i], "--n")) n = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
+        else bad = true;
     }
-    if (n < 1 || rounds < 1) {
+    if (bad || n < 1 || rounds < 1) {
         fprintf(stderr, "usage: sgd_mixed_bench [--n N >= 1] [--rounds R >= 1]\n");
         return 2;
     }
@@ -68,6 +72,7 @@ int main(int argc, char **argv) {
     float *g32 = aligned_alloc(64, (size_t)n * 4 + 64);
     uint16_t *g = aligned_alloc(64, (size_t)n * 2 + 64), *h = aligned_alloc(64, (size_t)n * 2 + 64);
     if (!p || !m || !g32 || !g || !h) return 1;
+    bench_print_cpu();
     printf("# sgd_mixed_bench: %lld parameters, momentum 0.9; best of %d rounds of 20 calls, us per call\n",
            (long long)n, rounds);
     printf("%-6s %14s %14s %14s %14s\n", "dtype", "one pass AVX2", "one pass port.", "three passes",
