@@ -5,6 +5,7 @@
  * (DEF_COL2IM_HALF); max_pool_bwd sums in fp32 and rounds once (see there). */
 #include <math.h>
 #include <string.h>
+#include "cast_simd.h"
 #include "cpu_internal.h"
 #include "common/kernel_args.h"
 
@@ -30,6 +31,7 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
     *hi = b;
 }
 
+#define POOL_STAGE 4096 /* floats: a 16-bit plane widened at once */
 #define DEF_CONV(T, S, C, LD, ST)                                                            \
     static CPU_HOT void im2col_##S(const T *x, const lt_conv_geom *g, T *col) {              \
         int64_t plane = g->oh * g->ow;                                                       \
@@ -58,30 +60,51 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
                 }                                                                            \
     }                                                                                        \
     /* 2x2 windows, stride 2, no padding: the CNN case, without the bounds                   \
-     * checks of the general loop. */                                                        \
+     * checks of the general loop. The chosen element is stored as it is (no                 \
+     * rounding to undo). A 16-bit plane that fits the stage is first widened                \
+     * whole by the vector casts when the CPU has them (F16C): the CNN's rows                \
+     * are 7 or 14 outputs, too short for this loop to vectorise, and f16's                  \
+     * scalar LD cost the most of this kernel. */                                            \
     static CPU_HOT void max_pool_2x2_##S(const T *x, const lt_conv_geom *g, T *y,            \
-                                         int32_t *arg) {                                     \
+                                         int32_t *arg, cpu_cast_fn widen, float *stage) {    \
+        int64_t plane = g->h * g->w;                                                         \
         for (int64_t p = 0; p < g->c; p++) {                                                 \
-            const T *in = x + p * g->h * g->w;                                               \
+            const T *in = x + p * plane;                                                     \
             T *out = y + p * g->oh * g->ow;                                                  \
             int32_t *am = arg + p * g->oh * g->ow;                                           \
+            const float *wide = NULL;                                                        \
+            if (sizeof(T) < sizeof(C) && widen && plane <= POOL_STAGE) {                     \
+                widen(stage, in, plane);                                                     \
+                wide = stage;                                                                \
+            }                                                                                \
             for (int64_t oy = 0; oy < g->oh; oy++) {                                         \
                 const T *r0 = in + 2 * oy * g->w, *r1 = r0 + g->w;                           \
+                const float *w0 = wide ? wide + 2 * oy * g->w : NULL, *w1 = w0 + g->w;       \
                 int32_t base = (int32_t)(2 * oy * g->w);                                     \
                 for (int64_t ox = 0; ox < g->ow; ox++) {                                     \
-                    C v[4] = {LD(r0[2 * ox]), LD(r0[2 * ox + 1]), LD(r1[2 * ox]),            \
-                              LD(r1[2 * ox + 1])};                                           \
+                    C v[4];                                                                  \
+                    if (wide) {                                                              \
+                        v[0] = w0[2 * ox], v[1] = w0[2 * ox + 1];                            \
+                        v[2] = w1[2 * ox], v[3] = w1[2 * ox + 1];                            \
+                    } else {                                                                 \
+                        v[0] = LD(r0[2 * ox]), v[1] = LD(r0[2 * ox + 1]);                    \
+                        v[2] = LD(r1[2 * ox]), v[3] = LD(r1[2 * ox + 1]);                    \
+                    }                                                                        \
                     int32_t at[4] = {base + (int32_t)(2 * ox), base + (int32_t)(2 * ox + 1), \
                                      base + (int32_t)(g->w + 2 * ox),                        \
                                      base + (int32_t)(g->w + 2 * ox + 1)};                   \
+                    T raw[4] = {r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};     \
                     C best = v[0];                                                           \
+                    T keep = raw[0];                                                         \
                     int32_t where = at[0];                                                   \
                     for (int q = 1; q < 4; q++)                                              \
                         if (v[q] > best || v[q] != v[q]) {                                   \
                             best = v[q];                                                     \
+                            keep = raw[q];                                                   \
                             where = at[q];                                                   \
                         }                                                                    \
-                    out[oy * g->ow + ox] = ST(best);                                         \
+                    /* 16-bit: one select fewer in the chain (measured faster; f32 slower) */ \
+                    out[oy * g->ow + ox] = sizeof(T) < sizeof(C) ? in[where] : keep;         \
                     am[oy * g->ow + ox] = where;                                             \
                 }                                                                            \
             }                                                                                \
@@ -89,7 +112,10 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
     }                                                                                        \
     static void max_pool_fwd_##S(const T *x, const lt_conv_geom *g, T *y, int32_t *arg) {    \
         if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0) { \
-            max_pool_2x2_##S(x, g, y, arg);                                                  \
+            float stage[POOL_STAGE];                                                         \
+            cpu_cast_fn widen = CPU_DTYPE_##S != LT_F16 ? NULL /* bf16: LD is a shift */       \
+                                    : cpu_cast_lowp_fn(LT_F32, LT_F16, CPU_CAST_VECTOR);    \
+            max_pool_2x2_##S(x, g, y, arg, widen, stage);                                    \
             return;                                                                          \
         }                                                                                    \
         for (int64_t p = 0; p < g->c; p++) {                                                 \
@@ -142,7 +168,7 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
                     if (a < 0 || a >= plane) continue;                                       \
                     int64_t iy = a / g->w, ix = a % g->w, x0 = ox * g->sw - g->pw;           \
                     if (iy < y0 || iy >= y0 + g->kh || ix < x0 || ix >= x0 + g->kw) continue; \
-                    d[a] = beta == 0 ? ST(LD(dy[o])) : ST(LD(d[a]) + LD(dy[o]));             \
+                    d[a] = beta == 0 ? dy[o] : ST(LD(d[a]) + LD(dy[o]));                     \
                 }                                                                            \
             }                                                                                \
         }                                                                                    \
@@ -215,9 +241,10 @@ CPU_FOR_WIDE_TYPES(DEF_COL2IM)
  * sample in col2im gathering row by row, 0.037 ms so (perf, AMD EPYC), and
  * trained 5% faster. Wider rows gather, a part of one row at a time. */
 #define COL2IM_BLOCK 1024
+#define COL2IM_STAGE 2048 /* floats of col widened at once by the vector casts */
 #define DEF_COL2IM_HALF(T, S, C, LD, ST)                                                     \
     static CPU_HOT void col2im_rows_##S(const T *col, const lt_conv_geom *g, T *x, C beta,   \
-                                        C *acc) {                                            \
+                                        C *acc, cpu_cast_fn widen, float *stage) {           \
         int64_t plane = g->oh * g->ow, band = COL2IM_BLOCK / g->w;                           \
         for (int64_t c = 0; c < g->c; c++)                                                   \
             for (int64_t y0 = 0; y0 < g->h; y0 += band) {                                    \
@@ -227,15 +254,26 @@ CPU_FOR_WIDE_TYPES(DEF_COL2IM)
                 for (int64_t i = 0; i < g->kh; i++)                                          \
                     for (int64_t j = 0; j < g->kw; j++) {                                    \
                         const T *row = col + ((c * g->kh + i) * g->kw + j) * plane;          \
-                        int64_t lo, hi, off = j - g->pw;                                     \
+                        int64_t lo, hi, off = j - g->pw, oy0 = 0, oy1 = g->oh;               \
                         valid_range(g, j, &lo, &hi);                                         \
-                        for (int64_t oy = 0; oy < g->oh; oy++) {                             \
+                        /* the output rows whose input row iy lies in the band */            \
+                        while (oy0 < oy1 && oy0 * g->sh - g->ph + i < y0) oy0++;             \
+                        while (oy1 > oy0 && (oy1 - 1) * g->sh - g->ph + i >= y1) oy1--;      \
+                        /* F16C widens f16 far faster than LD, one element at a time */      \
+                        bool staged = widen && (oy1 - oy0) * g->ow <= COL2IM_STAGE;          \
+                        if (staged) widen(stage, row + oy0 * g->ow, (oy1 - oy0) * g->ow);    \
+                        for (int64_t oy = oy0; oy < oy1; oy++) {                             \
                             int64_t iy = oy * g->sh - g->ph + i;                             \
-                            if (iy < y0 || iy >= y1) continue;                               \
-                            const T *in = row + oy * g->ow;                                  \
                             C *out = acc + (iy - y0) * g->w;                                 \
-                            for (int64_t ox = lo; ox < hi; ox++)                             \
-                                out[ox * g->sw + off] += LD(in[ox]);                         \
+                            if (staged) {                                                    \
+                                const float *in = stage + (oy - oy0) * g->ow;                \
+                                for (int64_t ox = lo; ox < hi; ox++)                         \
+                                    out[ox * g->sw + off] += in[ox];                         \
+                            } else {                                                         \
+                                const T *in = row + oy * g->ow;                              \
+                                for (int64_t ox = lo; ox < hi; ox++)                         \
+                                    out[ox * g->sw + off] += LD(in[ox]);                     \
+                            }                                                                \
                         }                                                                    \
                     }                                                                        \
                 for (int64_t e = 0; e < n; e++) xb[e] = ST(acc[e]);                          \
@@ -270,7 +308,10 @@ CPU_FOR_WIDE_TYPES(DEF_COL2IM)
     }                                                                                        \
     static void col2im_##S(const T *col, const lt_conv_geom *g, T *x, C beta) {              \
         C acc[COL2IM_BLOCK];                                                                 \
-        if (g->w <= COL2IM_BLOCK) col2im_rows_##S(col, g, x, beta, acc);                     \
+        float stage[COL2IM_STAGE];                                                           \
+        cpu_cast_fn widen = CPU_DTYPE_##S != LT_F16 ? NULL /* bf16: LD is a shift */           \
+                                : cpu_cast_lowp_fn(LT_F32, LT_F16, CPU_CAST_VECTOR);        \
+        if (g->w <= COL2IM_BLOCK) col2im_rows_##S(col, g, x, beta, acc, widen, stage);       \
         else col2im_wide_##S(col, g, x, beta, acc);                                          \
     }
 CPU_FOR_HALF_TYPES(DEF_COL2IM_HALF)

@@ -52,6 +52,11 @@
     X(uint16_t, f16, float, half_f16_to_f32, half_f32_to_f16)                               \
     X(uint16_t, bf16, float, half_bf16_to_f32, half_f32_to_bf16)
 #define CPU_FOR_FLOAT_TYPES(X) CPU_FOR_WIDE_TYPES(X) CPU_FOR_HALF_TYPES(X)
+/* The lt_dtype of a suffix S, for kernels that name their own type. */
+#define CPU_DTYPE_f32 LT_F32
+#define CPU_DTYPE_f64 LT_F64
+#define CPU_DTYPE_f16 LT_F16
+#define CPU_DTYPE_bf16 LT_BF16
 
 /* For loops whose body tests a loop-invariant condition (`beta == 0`):
  * GCC unswitches such a loop (one copy per outcome, each vectorised) only

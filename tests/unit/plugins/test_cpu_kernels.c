@@ -1003,6 +1003,35 @@ static void test_max_pool(void) {
         CU_ASSERT(isnan(yv));
         CU_ASSERT_EQUAL(arg, 1);
         free(dxin), free(y);
+        /* Backward ignores an argmax outside its own window. 2x2 windows,
+         * stride 2 (disjoint), on a 4x4 plane. Without padding: (1,1) in
+         * window 0 (taken), (1,0) for window 1 (window 0's), (2,3) for window
+         * 2 (flat index just before its second row), -1. With one of padding
+         * (windows start at -1, 1, 3): 0 and 3 in windows 0 and 2 (taken), 3
+         * for window 1 (window 2's), 3 for window 3 (its padding column -1 of
+         * row 1 wraps to row 0's last element), (2,2) in window 4 (taken),
+         * 8 for window 5 (its padding column 4 of row 1 wraps to row 2),
+         * -1, 16, and (3,3) in window 8 (taken). */
+        const int32_t am0[4] = {5, 4, 11, -1}, am1[9] = {0, 3, 3, 3, 10, 8, -1, 16, 15};
+        const int taken0[] = {0}, taken1[] = {0, 2, 4, 8};
+        for (int pad = 0; pad <= 1; pad++) {
+            lt_conv_geom gp = geom(1, 4, 4, 2, 2, pad);
+            const int32_t *am = pad ? am1 : am0;
+            int64_t nout = gp.oh * gp.ow;
+            double dyv[9], want[16] = {0};
+            for (int64_t o = 0; o < nout; o++) dyv[o] = (double)(o + 1);
+            for (int q = 0; q < (pad ? 4 : 1); q++) {
+                int o = pad ? taken1[q] : taken0[q];
+                want[am[o]] += dyv[o];
+            }
+            void *pdy = buf_from(t, dyv, nout), *pdx = buf_new(t, 16);
+            buf_fill_value(t, pdx, 16, NAN);
+            K->max_pool_bwd(C, t, pdy, am, &gp, pdx, 0.0);
+            expect_sync_ok();
+            check_array(pad ? "max_pool_bwd foreign argmax, padded" : "max_pool_bwd foreign argmax",
+                        t, pdx, want, 16, 0);
+            free(pdy), free(pdx);
+        }
     }
     /* geometry that does not add up is an error, not a wild write */
     lt_conv_geom bad = geom(1, 4, 4, 2, 2, 0);

@@ -682,9 +682,12 @@ static lt_conv_geom geom(int64_t c, int64_t h, int64_t w, int64_t k, int64_t st,
 /* Wide rows (1500, 2100) cross col2im's fp32 block of 1024 columns, which
  * the 16-bit col2im gathers in; planes of more than 1024 elements with
  * narrower rows (40 x 60, 50 x 100 strided, 3 x 1024: bands of 17, 10 and
- * 1 rows) are scattered band by band, kernel rows crossing the bands. */
+ * 1 rows) are scattered band by band, kernel rows crossing the bands. f16
+ * col entries are widened a band at a time where the CPU has F16C; 600 x 2
+ * padded by 3 to 8 columns (bands of 512 rows, 4096 entries) is more than
+ * that stage holds and widens element by element. */
 static const lt_conv_geom *conv_geoms(int *count) {
-    static lt_conv_geom g[9];
+    static lt_conv_geom g[10];
     g[0] = geom(2, 5, 7, 3, 1, 1);
     g[1] = geom(1, 4, 6, 3, 2, 1);
     g[2] = geom(3, 6, 8, 2, 2, 0);
@@ -694,7 +697,8 @@ static const lt_conv_geom *conv_geoms(int *count) {
     g[6] = geom(2, 40, 60, 3, 1, 1);
     g[7] = geom(1, 50, 100, 3, 2, 1);
     g[8] = geom(1, 3, 1024, 3, 1, 1);
-    *count = 9;
+    g[9] = geom(1, 600, 2, 1, 1, 3);
+    *count = 10;
     return g;
 }
 
@@ -736,12 +740,14 @@ static void test_im2col_col2im(void) {
  * (first wins) and NaN (wins; the last NaN of a window) included. Backward:
  * non-overlapping windows exact; overlapping windows add several dy into
  * one element, each sum rounded (conv.c), so those dy are small multiples
- * of 1/8, whose sums are exact in both dtypes. */
+ * of 1/8, whose sums are exact in both dtypes. 2x2/2 f16 planes are widened
+ * whole first where the CPU has F16C, up to 4096 elements: 66 x 70 is
+ * larger and is read element by element. */
 static void test_max_pool(void) {
     const lt_conv_geom gs[] = {geom(3, 6, 8, 2, 2, 0), geom(2, 7, 9, 3, 2, 1),
-                               geom(2, 5, 5, 2, 1, 0)};
+                               geom(2, 5, 5, 2, 1, 0), geom(1, 66, 70, 2, 2, 0)};
     FOR_EACH_HALF(t) {
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
             const lt_conv_geom *g = &gs[k];
             int64_t nx = g->c * g->h * g->w, ny = g->c * g->oh * g->ow;
             uint16_t *x = h_rand(t, nx, -1, 1, 33), *y = malloc((size_t)ny * 2);
