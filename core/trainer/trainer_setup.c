@@ -272,6 +272,39 @@ static lt_status pick_environment(lt_run *r) {
     return LT_OK;
 }
 
+/* A strategy that launches nothing (single_device, dp) is one process for
+ * the whole job. single_device drives one device on one node; and a
+ * launcher's environment that reports more processes (torchrun
+ * --nproc-per-node 2 with the default devices=1 makes strategy auto pick
+ * single_device) would have every rank train alone and write the same
+ * files, so it is refused, as Lightning's validate_settings refuses a world
+ * size that disagrees with devices x num_nodes. Garbage in the launcher's
+ * variables (RANK=abc) is refused here too, by the hooks that read them. */
+static lt_status check_one_process(lt_run *r) {
+    if (r->launch != LT_LAUNCH_NONE) return LT_OK;
+    int64_t nodes = 1;
+    lt_config_int(r->config, "trainer", "num_nodes", &nodes, NULL, 0);
+    const char *s = r->strategy.ctx.name;
+    if (!strcasecmp(s, "single_device") && (r->devices.count > 1 || nodes > 1))
+        return lt_run_fail(r, LT_ERR_MISMATCH,
+                           "strategy single_device runs one process on one device, but trainer.devices gives %d "
+                           "and trainer.num_nodes is %lld; set devices=1 and num_nodes=1, or use strategy ddp",
+                           r->devices.count, (long long)nodes);
+    const lt_environment_desc *e = LT_ENV(r);
+    int world = 1, rank = 0;
+    lt_status st = e->world_size(&r->env.ctx, &world);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->env, "world_size", st);
+    st = e->global_rank(&r->env.ctx, &rank);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->env, "global_rank", st);
+    if (world > 1)
+        return lt_run_fail(r, LT_ERR_MISMATCH,
+                           "the environment (%s) reports %d processes (this one rank %d), but strategy '%s' runs "
+                           "the whole job in one process; use strategy ddp with num_nodes x devices = %d "
+                           "(torchrun --nproc-per-node N: --devices N), or start one process",
+                           r->env.ctx.name, world, rank, s, world);
+    return LT_OK;
+}
+
 /* Whether every rank of the job runs on this host: the environment's word
  * when it has one (torchrun, srun and mpirun set world and local sizes),
  * else trainer.num_nodes. */
@@ -610,6 +643,7 @@ static lt_status resolve(lt_trainer *t, const lt_trainer_args *a) {
     LT_CHECK(pick_strategy(r));
     LT_CHECK(pick_environment(r));
     LT_CHECK(apply_overrides(r, &r->env, LT_KIND_ENVIRONMENT));
+    LT_CHECK(check_one_process(r));
     LT_CHECK(pick_backend(r));
     if (r->backend.loaded) LT_CHECK(apply_overrides(r, &r->backend, LT_KIND_BACKEND));
     const char *model = cfg(r, "model", "name");

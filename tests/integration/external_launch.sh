@@ -5,7 +5,8 @@
 # Two processes are started by hand with SLURM's variables, then with
 # torchrun's; each job's checkpoint is compared with a single process on the
 # combined batch, as in ddp_equivalence. A worker whose launcher's world size
-# disagrees with the config refuses it as ltrun would: exit 2, one line.
+# disagrees with the config refuses it as ltrun would: exit 2, one line; so
+# does a one-process strategy (single_device, dp) under a launcher of 2.
 # With no thread count set, each process takes its share of the cores (here
 # 2 cores / 2 processes = 1 BLAS thread), not every core's worth.
 source "$(dirname "$0")/common.sh"
@@ -66,4 +67,28 @@ check "world3: exits 2, a refused config, as under ltrun ($RC)" [ $RC -eq 2 ]
 check "world3: says world size 3 against 1 x 2 and the fix" \
     contains "$IT_TMP/world3.err" "reports world size 3 but num_nodes (1) x devices (2) = 2; make them agree"
 check "world3: one error line" [ "$(grep -c 'error' "$IT_TMP/world3.err")" -eq 1 ]
+
+# A strategy that runs the job in one process (strategy auto picks
+# single_device for devices=1) under a launcher that started 2: every rank
+# would train alone and write the same files. Refused before training, like
+# garbage in the launcher's variables and single_device asked for 2 devices.
+refused() { # refused LABEL "ENV" NEEDLE args...
+    local label=$1 envs=$2 needle=$3; shift 3
+    env $envs timeout 60 "$LTRUN" "${BASE[@]}" "${SAME[@]}" "$@" --default-root-dir "$IT_TMP/$label" \
+        >"$IT_TMP/$label.out" 2>"$IT_TMP/$label.err"
+    RC=$?
+    show_tail "$IT_TMP/$label.err" 1
+    check "$label: exits 2 ($RC)" [ $RC -eq 2 ]
+    check "$label: says '$needle'" contains "$IT_TMP/$label.err" "$needle"
+    check "$label: one error line" [ "$(grep -c 'error' "$IT_TMP/$label.err")" -eq 1 ]
+    check "$label: trained nothing" bash -c "! grep -q 'epoch 0 done' '$IT_TMP/$label.out'"
+}
+echo "external_launch: one-process strategies under a launcher of 2, bad launcher variables"
+refused auto_te "$COMMON_TE RANK=1 LOCAL_RANK=1" \
+    "the environment (torchelastic) reports 2 processes (this one rank 1), but strategy 'single_device'"
+refused dp_slurm "$COMMON_SLURM SLURM_PROCID=0 SLURM_LOCALID=0" \
+    "the environment (slurm) reports 2 processes (this one rank 0), but strategy 'dp'" --strategy dp
+refused rank_abc "WORLD_SIZE=2 RANK=abc" "RANK='abc' is not an integer"
+refused single2 "" "strategy single_device runs one process on one device, but trainer.devices gives 2" \
+    --strategy single_device --devices 2
 it_finish
