@@ -283,6 +283,7 @@ static lt_status run_fit(lt_trainer *t) {
         printf("lt: --ckpt-path last: no %s/last.safetensors yet; training starts fresh\n", t->opt.ckpt.dir);
     /* Before this run writes there: temp files of killed writers go now. */
     if (t->opt.ckpt.enabled) lt_checkpoint_clean_temps(t, NULL);
+    LT_CHECK(lt_checkpoint_keep_earlier(t));
     if (t->ckpt_path[0]) LT_CHECK(lt_checkpoint_load(t, t->ckpt_path, true));
     LT_CHECK(lt_logdir_prepare(t));
     int64_t nb = train_batches(t);

@@ -76,6 +76,10 @@ lt_status lt_checkpoint_resolve(lt_trainer *t, bool fit);
 /* Rank 0 only: removes the temp files of killed writers of path, or with
  * path NULL of the run's last and best checkpoints. Never fails the run. */
 void lt_checkpoint_clean_temps(lt_trainer *t, const char *path);
+/* checkpoint_keep.c: before a fit that does not resume from a file in
+ * checkpoint.dirpath, renames an earlier run's last/best there to the lowest
+ * free last-vN/best-vN (rank 0 only). */
+lt_status lt_checkpoint_keep_earlier(lt_trainer *t);
 /* log_dir.c */
 /* mkdir -p; the error names `key`, the setting that chose the path. */
 lt_status lt_mkdirs(lt_run *r, const char *path, const char *key);

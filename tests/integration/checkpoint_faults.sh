@@ -15,7 +15,11 @@
 #      tensor named) and loads with checkpoint.strict = false; a missing
 #      tensor is refused; a weights-only file (no metadata, as
 #      safetensors.torch.save_file writes it) tests to the same accuracy as
-#      the checkpoint it came from and starts a fit at step 0.
+#      the checkpoint it came from and starts a fit at step 0;
+#   d. a new run in a directory holding an earlier run's last and best keeps
+#      them as last-v1 / best-v1 (byte for byte, one line saying so) and
+#      saves its own under the plain names; a third run keeps the second's
+#      as -v2; a run resuming from the directory's last overwrites it.
 source "$(dirname "$0")/common.sh"
 it_init checkpoint_faults "$@"
 command -v python3 >/dev/null || it_skip "no python3 to write weights-only files (scripts/install-deps.sh installs it)"
@@ -164,4 +168,28 @@ WL=$IT_TMP/wfit/checkpoints/last.safetensors
 check "its checkpoint counts from step 0 (epoch $(meta "$WL" lt.epoch), step $(meta "$WL" lt.global_step); want 1, 30) with this run's seed ($(meta "$WL" lt.seed))" \
     [ "$(meta "$WL" lt.epoch)/$(meta "$WL" lt.global_step)/$(meta "$WL" lt.seed)" = 1/30/5 ]
 ckpt_equal "$WL" "$LAST" 0 both "it trained from the file's weights (at lr 0 they stay the same)"
+
+echo "checkpoint_faults: d. an earlier run's checkpoints in the directory are kept, not overwritten"
+K=$IT_TMP/keep
+KEEP=(--max-epochs 1 --set trainer.limit_train_batches=20 --set checkpoint.monitor=val_acc
+      --set checkpoint.mode=max --default-root-dir "$K")
+run_ltrun keep1 "${BASE[@]}" "${KEEP[@]}" --seed 1
+cp "$K/checkpoints/last.safetensors" "$IT_TMP/keep1.last"
+cp "$K/checkpoints/best.safetensors" "$IT_TMP/keep1.best"
+run_ltrun keep2 "${BASE[@]}" "${KEEP[@]}" --seed 2
+check "keep2: exits 0" [ "$RC" -eq 0 ]
+check "keep2: says which files it kept" contains "$IT_TMP/keep2.out" \
+    "held an earlier run's checkpoints: kept last.safetensors as last-v1.safetensors, best.safetensors as best-v1.safetensors"
+check "keep2: the first run's last is last-v1, byte for byte" cmp -s "$IT_TMP/keep1.last" "$K/checkpoints/last-v1.safetensors"
+check "keep2: the first run's best is best-v1, byte for byte" cmp -s "$IT_TMP/keep1.best" "$K/checkpoints/best-v1.safetensors"
+check "keep2: last.safetensors is its own (seed 2)" [ "$(meta "$K/checkpoints/last.safetensors" lt.seed)" = 2 ]
+run_ltrun keep3 "${BASE[@]}" "${KEEP[@]}" --seed 3
+check "keep3: the second run's last is last-v2" [ "$(meta "$K/checkpoints/last-v2.safetensors" lt.seed)" = 2 ]
+check "keep3: last-v1 is still the first run's" cmp -s "$IT_TMP/keep1.last" "$K/checkpoints/last-v1.safetensors"
+run_ltrun keep4 "${BASE[@]}" "${KEEP[@]}" --max-epochs 2 --ckpt-path "$K/checkpoints/last.safetensors"
+check "keep4 (resumes from the directory's last): exits 0" [ "$RC" -eq 0 ]
+check "keep4: keeps nothing" bash -c "! grep -q 'held an earlier' '$IT_TMP/keep4.out'"
+check "keep4: no -v3 files" bash -c "! ls '$K/checkpoints' | grep -q v3"
+check "keep4: last.safetensors continues the resumed run (epoch 2, seed 3)" \
+    [ "$(meta "$K/checkpoints/last.safetensors" lt.epoch)/$(meta "$K/checkpoints/last.safetensors" lt.seed)" = 2/3 ]
 it_finish
