@@ -32,10 +32,13 @@ void lt_registry_add_default_dirs(lt_registry *r);
  * *out is the resolved table: a full-size copy of the newest layout, valid
  * until lt_registry_free. Loading the same plugin twice returns the same table.
  * Errors (one line in err, naming the file, what was expected, what was found
- * and the fix): not found (lists the directories searched), dlopen failure
- * (dlerror text), no lt_plugin_entry_v1, bad magic, ABI major/minor mismatch,
- * kind or name not matching the file name, no descriptor of that kind and name
- * in the file, base not found, inheritance cycle, missing required hook. */
+ * and the fix): not found (lists the directories searched), not a loadable
+ * ELF shared object for this machine (checked before dlopen: not ELF, another
+ * class, byte order or machine, not ET_DYN, truncated), dlopen failure
+ * (dlerror text), no lt_plugin_entry_v1 or one that is not a function, bad
+ * magic, ABI major/minor mismatch, kind or name not matching the file name,
+ * no descriptor of that kind and name in the file, base not found,
+ * inheritance cycle, missing required hook. */
 lt_status lt_registry_load(lt_registry *r, lt_kind kind, const char *spec,
                            const lt_plugin_header **out, char *err, size_t errlen);
 
@@ -43,7 +46,8 @@ lt_status lt_registry_load(lt_registry *r, lt_kind kind, const char *spec,
  * replaced by the function `sym` from the shared object `path`
  * ("./libmine.so:my_init" is split by the caller or passed whole in spec as
  * "path:symbol"). Errors: unknown hook name (suggest the nearest), file not
- * loadable, symbol not found. */
+ * loadable (the same checks as a plugin's before dlopen), symbol not found,
+ * symbol not a function (a variable). */
 lt_status lt_registry_override_hook(lt_registry *r, lt_kind kind, const lt_plugin_header *table,
                                     const char *hook, const char *spec,
                                     const lt_plugin_header **out, char *err, size_t errlen);

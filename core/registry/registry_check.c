@@ -39,6 +39,12 @@ lt_status registry_open(const registry_target *t, const lt_plugin_header *const 
                      kind, t->label, t->path);
         return LT_ERR_ABI;
     }
+    char why[512];
+    if (!registry_elf_loadable(t->path, why, sizeof why)) {
+        registry_err(err, errlen, "%s '%s' (%s): not a loadable plugin: %s", kind, t->label,
+                     t->path, why);
+        return LT_ERR_ABI;
+    }
     void *h = dlopen(t->path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         registry_err(err, errlen, "%s '%s' (%s): cannot load: %s; rebuild it as a shared object "
@@ -52,6 +58,12 @@ lt_status registry_open(const registry_target *t, const lt_plugin_header *const 
         registry_err(err, errlen, "%s '%s' (%s): no %s symbol, so it is not an lt plugin; "
                      "export its descriptors with LT_PLUGIN_EXPORT(&desc.hdr)",
                      kind, t->label, t->path, LT_PLUGIN_ENTRY_SYMBOL);
+        return LT_ERR_ABI;
+    }
+    if (!registry_is_function(sym, why, sizeof why)) {
+        registry_err(err, errlen, "%s '%s' (%s): its %s symbol is %s; define it with "
+                     "LT_PLUGIN_EXPORT(&desc.hdr), which makes it a function", kind, t->label,
+                     t->path, LT_PLUGIN_ENTRY_SYMBOL, why);
         return LT_ERR_ABI;
     }
     lt_plugin_entry_fn entry;

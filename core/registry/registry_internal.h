@@ -89,6 +89,15 @@ lt_status registry_check_all(const registry_target *t, const lt_plugin_header *c
 lt_status registry_select(const registry_target *t, const lt_plugin_header *const *list,
                           const lt_plugin_header **out, char *err, size_t errlen);
 
+/* elf_check.c: what dlopen and dlsym would otherwise crash on. On false,
+ * `why` says what is wrong and the fix, without the path (callers name it):
+ * "file is truncated (segment ends at byte N of M); rebuild or reinstall it". */
+/* Whether `path` is an ELF shared object for this machine whose every
+ * program header lies inside the file. */
+bool registry_elf_loadable(const char *path, char *why, size_t len);
+/* Whether `addr` (from dlsym) is a function: why reads "... is <why>". */
+bool registry_is_function(const void *addr, char *why, size_t len);
+
 /* registry_resolve.c: adaptation, inheritance, defaults, required hooks. */
 lt_status registry_resolve(lt_registry *r, const registry_target *t, const lt_plugin_header *d,
                            const lt_plugin_header **out, char *err, size_t errlen);

@@ -41,6 +41,11 @@ static lt_status split_spec(const char *spec, char *path, size_t plen, char *sym
 
 static lt_status load_symbol(const char *what, const char *path, const char *sym,
                              void (**fn)(void), char *err, size_t errlen) {
+    char why[512];
+    if (!registry_elf_loadable(path, why, sizeof why)) {
+        registry_err(err, errlen, "%s: cannot load %s: %s", what, path, why);
+        return LT_ERR_NOT_FOUND; /* what dlopen's refusal returns */
+    }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         registry_err(err, errlen, "%s: cannot load %s: %s; give the path to a shared object "
@@ -54,6 +59,11 @@ static lt_status load_symbol(const char *what, const char *path, const char *sym
         registry_err(err, errlen, "%s: no symbol '%s' in %s; export it (not static, default "
                      "visibility; nm -D %s lists what is exported)", what, sym, path, path);
         return LT_ERR_NOT_FOUND;
+    }
+    if (!registry_is_function(p, why, sizeof why)) {
+        registry_err(err, errlen, "%s: '%s' in %s is %s; name a function (nm -D %s marks "
+                     "functions T)", what, sym, path, why, path);
+        return LT_ERR_INVALID;
     }
     memcpy(fn, &p, sizeof *fn);
     return LT_OK;

@@ -12,6 +12,9 @@
 #      refused when ddp is configured, not at the first allreduce
 #   g. a --ckpt-path that does not exist, under ddp x 2 with --max-restarts 1:
 #      the refusal is not restarted and ltrun exits 2 as one process would
+#   h. a hook override naming a variable (strategy.teardown = path:an int):
+#      refused before training; it used to train and then call the int
+#      at teardown (SIGSEGV, exit 139)
 source "$(dirname "$0")/common.sh"
 it_init bad_inputs "$@"
 fails_with() { # fails_with LABEL STATUS NEEDLE args...: ltrun exits STATUS (any: non-zero), stderr has NEEDLE
@@ -73,4 +76,12 @@ check "shmfp16: refused before training" bash -c "! grep -q 'epoch 0 done' '$IT_
 fails_with nockpt 2 "/nonexistent.safetensors" "${BASE[@]}" --strategy ddp --devices 2 --max-steps 2 \
     --max-restarts 1 --ckpt-path /nonexistent.safetensors
 check "nockpt: not restarted" bash -c "! grep -q 'restarting all' '$IT_TMP/nockpt.err'"
+
+# h. tests/plugins/tp_dataentry.c: not_a_function is an int
+DATAENTRY=$(dirname "$IT_PLUGINS")/test-plugins/liblt-strategy-dataentry.so
+[ -e "$DATAENTRY" ] || { echo "bad_inputs: FAIL: $DATAENTRY is missing (build tp-dataentry)"; exit 1; }
+fails_with datahook 2 "'not_a_function' in $DATAENTRY is a variable (ELF symbol type OBJECT), not a function; name a function" \
+    "${BASE[@]}" --max-steps 2 --set "strategy.teardown=$DATAENTRY:not_a_function"
+check "datahook: refused before training" bash -c "! grep -q 'epoch 0 done' '$IT_TMP/datahook.out'"
+check "datahook: one error line" [ "$(grep -c . "$IT_TMP/datahook.err")" -eq 1 ]
 it_finish

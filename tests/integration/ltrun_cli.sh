@@ -121,4 +121,57 @@ check "--config /nonexistent.ini (training) exits 2 ($RC)" [ "$RC" -eq 2 ]
 check "the message names /nonexistent.ini" says nofile2 "cannot open config file '/nonexistent\.ini'"
 check "nothing was trained" [ ! -e "$IT_TMP/nofile2" ]
 show_tail "$IT_TMP/nofile2.err" 1
+
+# Each used to crash ltrun (SIGBUS, SIGSEGV) or blame a file that is there;
+# each must be refused in one line naming the file, what is wrong and the
+# fix: as --strategy under --check, in --list-plugins (exit 0, a "refused"
+# line), by --help-plugin (exit 2), and as the object of a hook override.
+echo "ltrun_cli: plugin files that cannot be loaded"
+DATAENTRY=$(dirname "$IT_PLUGINS")/test-plugins/liblt-strategy-dataentry.so # ints, not functions
+[ -e "$DATAENTRY" ] || { echo "ltrun_cli: FAIL: $DATAENTRY is missing (build tp-dataentry)"; exit 1; }
+BAD=$IT_TMP/bad
+mkdir -p "$BAD/cut" "$BAD/data" "$BAD/foreign"
+head -c 2000 "$PLUGINS/liblt-strategy-ddp.so" >"$BAD/cut/liblt-strategy-foo.so"
+cp "$DATAENTRY" "$BAD/data/liblt-strategy-foo.so"
+# another machine in the ELF header's e_machine (bytes 18-19): aarch64, or x86_64 on aarch64
+cp "$PLUGINS/liblt-strategy-ddp.so" "$BAD/foreign/liblt-strategy-foo.so"
+if [ "$(od -An -tu2 -j18 -N2 "$PLUGINS/liblt-strategy-ddp.so" | tr -d ' ')" = 183 ]; then
+    OTHER='\x3e\x00' OTHER_NAME='x86_64 \(ELF machine 62\)'
+else
+    OTHER='\xb7\x00' OTHER_NAME='aarch64 \(ELF machine 183\)'
+fi
+printf "$OTHER" | dd of="$BAD/foreign/liblt-strategy-foo.so" bs=1 seek=18 conv=notrunc status=none
+WHY_cut='not a loadable plugin: file is truncated \(segment ends at byte [0-9]+ of 2000\); rebuild or reinstall it$'
+WHY_data='its lt_plugin_entry_v1 symbol is a variable \(ELF symbol type OBJECT\), not a function; define it with LT_PLUGIN_EXPORT'
+WHY_foreign="not a loadable plugin: built for $OTHER_NAME, and this is [a-z0-9_]+ \\([0-9]+\\); build it for this machine\$"
+for b in cut data foreign; do
+    why=WHY_$b
+    file="$BAD/$b/liblt-strategy-foo.so"
+    cli "check_$b" --config "$INI" --plugin-dir "$BAD/$b" --plugin-dir "$PLUGINS" --strategy foo --check
+    check "$b: --strategy foo --check exits 2 ($RC)" [ "$RC" -eq 2 ]
+    check "$b: --check says so in one line" one_line "check_$b"
+    check "$b: --check names the file and the fix" says "check_$b" "^ltrun: error: trainer\.strategy: strategy 'foo' \($file\): ${!why}"
+    show_tail "$IT_TMP/check_$b.err" 1
+    cli "list_$b" --plugin-dir "$BAD/$b" --list-plugins
+    check "$b: --list-plugins exits 0 ($RC)" [ "$RC" -eq 0 ]
+    check "$b: --list-plugins lists it as refused, and why" says "list_$b" "^  refused $file: strategy 'foo' \($file\): ${!why}"
+    cli "help_$b" --plugin-dir "$BAD/$b" --help-plugin foo
+    check "$b: --help-plugin foo exits 2 ($RC)" [ "$RC" -eq 2 ]
+    check "$b: --help-plugin foo says no plugin 'foo' loads" says "help_$b" "no plugin named 'foo' loads"
+done
+for b in cut foreign; do
+    why=WHY_$b
+    why=${!why}
+    file="$BAD/$b/liblt-strategy-foo.so"
+    cli "hook_$b" --config "$INI" --plugin-dir "$PLUGINS" --set "strategy.teardown=$file:some_fn" --check
+    check "$b: a hook from it (--check) exits 2 ($RC)" [ "$RC" -eq 2 ]
+    check "$b: the hook's refusal is one line" one_line "hook_$b"
+    check "$b: the hook's refusal names the file and the fix" says "hook_$b" "^ltrun: error: strategy\.teardown = '$file:some_fn' \(--set\): .*: cannot load $file: ${why#not a loadable plugin: }"
+    show_tail "$IT_TMP/hook_$b.err" 1
+done
+cli hook_data --config "$INI" --plugin-dir "$PLUGINS" --set "strategy.teardown=$DATAENTRY:not_a_function" --check
+check "data: a hook naming a variable (--check) exits 2 ($RC)" [ "$RC" -eq 2 ]
+check "data: the hook's refusal is one line" one_line hook_data
+check "data: the hook's refusal names the symbol, the file and the fix" says hook_data "^ltrun: error: strategy\.teardown = .*: 'not_a_function' in $DATAENTRY is a variable \(ELF symbol type OBJECT\), not a function; name a function"
+show_tail "$IT_TMP/hook_data.err" 1
 it_finish

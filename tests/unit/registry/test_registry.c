@@ -7,6 +7,8 @@
 #include <CUnit/Basic.h>
 #include <dlfcn.h>
 #include <limits.h>
+#include <link.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,13 +18,16 @@
 #include "common/ctx.h"
 #include "registry/hook_defaults.h"
 #include "registry/registry.h"
+#include "registry/registry_internal.h"
 
 #define TP_DIR LT_TEST_BUILD_DIR "/test-plugins"
 #define TP(file) TP_DIR "/" file
 #define FN(f) ((void (*)(void))(f))
+#define TP_STR2(x) #x
+#define TP_STR(x) TP_STR2(x)
 
 static char err[4096];
-static char bad_dir[PATH_MAX];  /* a file that is not ELF */
+static char bad_dir[PATH_MAX];  /* files that are not loadable ELF (notelf, cut, foreign) */
 static char scan_dir[PATH_MAX]; /* a shadowed copy and a misnamed file */
 static char shadow_dir[PATH_MAX]; /* liblt-strategy-child.so: badmagic's copy, before TP_DIR */
 
@@ -94,13 +99,44 @@ static bool write_file(const char *path, const void *data, size_t len) {
     return fclose(f) == 0 && ok;
 }
 
-static bool copy_file(const char *from, const char *to) {
+static char file_buf[1 << 20];
+
+/* `from` in file_buf: its size, 0 when it cannot be read whole. */
+static size_t read_whole(const char *from) {
     FILE *f = fopen(from, "rb");
-    if (!f) return false;
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf, f);
+    if (!f) return 0;
+    size_t n = fread(file_buf, 1, sizeof file_buf, f);
     fclose(f);
-    return n > 0 && n < sizeof buf && write_file(to, buf, n);
+    return n < sizeof file_buf ? n : 0;
+}
+
+static bool copy_file(const char *from, const char *to) {
+    size_t n = read_whole(from);
+    return n > 0 && write_file(to, file_buf, n);
+}
+
+/* A copy cut short after `keep` bytes, as an interrupted copy leaves it:
+ * dlopen would map its segments past the end of the file (SIGBUS). */
+#define CUT_BYTES 2000
+static bool copy_cut(const char *from, const char *to) {
+    return read_whole(from) > CUT_BYTES && write_file(to, file_buf, CUT_BYTES);
+}
+
+/* A copy whose ELF header names another machine (glibc's dlopen says "No
+ * such file or directory" of it). */
+#if defined(__aarch64__)
+#define FOREIGN_MACHINE EM_X86_64
+#define FOREIGN_NAME "x86_64 (ELF machine 62), and this is aarch64 (183)"
+#else
+#define FOREIGN_MACHINE EM_AARCH64
+#define FOREIGN_NAME "aarch64 (ELF machine 183), and this is x86_64 (62)"
+#endif
+static bool copy_foreign(const char *from, const char *to) {
+    size_t n = read_whole(from);
+    ElfW(Half) m = FOREIGN_MACHINE;
+    if (n < sizeof(ElfW(Ehdr))) return false;
+    memcpy(file_buf + offsetof(ElfW(Ehdr), e_machine), &m, sizeof m);
+    return write_file(to, file_buf, n);
 }
 
 /* Also used by the suite's set-up, where CUnit asserts may not run. */
@@ -124,6 +160,10 @@ static int suite_init(void) {
     static const char text[] = "this is not a shared object\n";
     join(path, bad_dir, "liblt-strategy-notelf.so");
     if (!write_file(path, text, sizeof text - 1)) return -1;
+    join(path, bad_dir, "liblt-strategy-cut.so");
+    if (!copy_cut(TP("liblt-strategy-base.so"), path)) return -1;
+    join(path, bad_dir, "liblt-strategy-foreign.so");
+    if (!copy_foreign(TP("liblt-strategy-base.so"), path)) return -1;
     join(path, scan_dir, "liblt-strategy-base.so");
     if (!copy_file(TP("liblt-strategy-base.so"), path)) return -1;
     join(path, scan_dir, "liblt-bogus-x.so");
@@ -134,6 +174,8 @@ static int suite_init(void) {
 
 static int suite_clean(void) {
     static const char *files[][2] = {{bad_dir, "liblt-strategy-notelf.so"},
+                                     {bad_dir, "liblt-strategy-cut.so"},
+                                     {bad_dir, "liblt-strategy-foreign.so"},
                                      {scan_dir, "liblt-strategy-base.so"},
                                      {scan_dir, "liblt-bogus-x.so"},
                                      {scan_dir, "README"},
@@ -382,14 +424,16 @@ static void test_override_hook(void) {
     lt_registry_free(r);
 }
 
-static void override_refused(const char *hook_name, const char *spec, const char *text1,
-                             const char *text2) {
+static void override_refused(const char *hook_name, const char *spec, lt_status want,
+                             const char *text1, const char *text2) {
     lt_registry *r = registry();
     const lt_plugin_header *child = load(r, LT_KIND_STRATEGY, "child");
     const lt_plugin_header *t = NULL;
     err[0] = 0;
-    CU_ASSERT_NOT_EQUAL(lt_registry_override_hook(r, LT_KIND_STRATEGY, child, hook_name, spec, &t,
-                                                  err, sizeof err), LT_OK);
+    lt_status st = lt_registry_override_hook(r, LT_KIND_STRATEGY, child, hook_name, spec, &t, err,
+                                             sizeof err);
+    CU_ASSERT_EQUAL(st, want);
+    if (st != want) fprintf(stderr, "\n    %s: status %d, message: %s\n", spec, st, err);
     CU_ASSERT_PTR_NULL(t);
     CU_ASSERT_PTR_NULL(strchr(err, '\n'));
     ASSERT_CONTAINS(err, text1);
@@ -398,14 +442,40 @@ static void override_refused(const char *hook_name, const char *spec, const char
 }
 
 static void test_override_errors(void) {
-    override_refused("init_dist_conection", TP("libmine.so:my_init"),
+    override_refused("init_dist_conection", TP("libmine.so:my_init"), LT_ERR_INVALID,
                      "strategy has no hook 'init_dist_conection'",
                      "did you mean 'init_dist_connection'?");
-    override_refused("configure_ddp", TP("libmine.so:nope"), "no symbol 'nope' in " TP("libmine.so"),
-                     "nm -D");
-    override_refused("configure_ddp", "no-such-lib.so:f", "cannot load ./no-such-lib.so",
+    override_refused("configure_ddp", TP("libmine.so:nope"), LT_ERR_NOT_FOUND,
+                     "no symbol 'nope' in " TP("libmine.so"), "nm -D");
+    override_refused("configure_ddp", "no-such-lib.so:f", LT_ERR_NOT_FOUND,
+                     "cannot load ./no-such-lib.so",
                      "relative path is taken from the current directory");
-    override_refused("configure_ddp", TP("libmine.so"), "expected path:symbol", "./libmine.so:my_");
+    override_refused("configure_ddp", TP("libmine.so"), LT_ERR_INVALID, "expected path:symbol",
+                     "./libmine.so:my_");
+}
+
+/* A variable named as a hook: calling it would jump into data. */
+static void test_override_data_symbol(void) {
+    override_refused("teardown", TP("liblt-strategy-dataentry.so:not_a_function"), LT_ERR_INVALID,
+                     "strategy 'child' hook teardown = " TP("liblt-strategy-dataentry.so")
+                     ":not_a_function: 'not_a_function' in " TP("liblt-strategy-dataentry.so")
+                     " is a variable (ELF symbol type OBJECT), not a function",
+                     "name a function");
+}
+
+/* Objects that dlopen would crash on (cut) or misreport (foreign) are
+ * refused before it sees them, as they are as plugins. */
+static void test_override_unloadable(void) {
+    char spec[2 * PATH_MAX], want[2 * PATH_MAX];
+    snprintf(spec, sizeof spec, "%s/liblt-strategy-cut.so:some_fn", bad_dir);
+    snprintf(want, sizeof want, "cannot load %s/liblt-strategy-cut.so: file is truncated "
+             "(segment ends at byte ", bad_dir);
+    override_refused("teardown", spec, LT_ERR_NOT_FOUND, want,
+                     " of " TP_STR(CUT_BYTES) "); rebuild or reinstall it");
+    snprintf(spec, sizeof spec, "%s/liblt-strategy-foreign.so:some_fn", bad_dir);
+    snprintf(want, sizeof want, "cannot load %s/liblt-strategy-foreign.so: built for "
+             FOREIGN_NAME "; build it for this machine", bad_dir);
+    override_refused("teardown", spec, LT_ERR_NOT_FOUND, want, NULL);
 }
 
 /* ---- refusals: one per way to get a plugin wrong --------------------------------- */
@@ -510,10 +580,54 @@ static void test_refuse_no_entry(void) {
             "LT_PLUGIN_EXPORT(&desc.hdr)");
 }
 
+static void test_refuse_data_entry(void) {
+    refused("dataentry", LT_ERR_ABI, "strategy 'dataentry' (" TP("liblt-strategy-dataentry.so")
+            "): its lt_plugin_entry_v1 symbol is a variable (ELF symbol type OBJECT), not a "
+            "function", "; define it with LT_PLUGIN_EXPORT(&desc.hdr)", NULL);
+}
+
 static void test_refuse_not_elf(void) {
     char path[PATH_MAX];
     join(path, bad_dir, "liblt-strategy-notelf.so");
-    refused(path, LT_ERR_ABI, path, "cannot load: ", "rebuild it as a shared object");
+    refused(path, LT_ERR_ABI, path, "not a loadable plugin: not an ELF file",
+            "rebuild it as a shared object");
+}
+
+/* Cut short: checked before dlopen, which would map past the end (SIGBUS). */
+static void test_refuse_truncated(void) {
+    char path[PATH_MAX], want[2 * PATH_MAX];
+    join(path, bad_dir, "liblt-strategy-cut.so");
+    snprintf(want, sizeof want, "strategy 'cut' (%s): not a loadable plugin: file is truncated "
+             "(segment ends at byte ", path);
+    refused(path, LT_ERR_ABI, want, " of " TP_STR(CUT_BYTES) "); rebuild or reinstall it", NULL);
+}
+
+/* glibc's own message for this one is "No such file or directory". */
+static void test_refuse_foreign_machine(void) {
+    char path[PATH_MAX], want[2 * PATH_MAX];
+    join(path, bad_dir, "liblt-strategy-foreign.so");
+    snprintf(want, sizeof want, "strategy 'foreign' (%s): not a loadable plugin: built for "
+             FOREIGN_NAME "; build it for this machine", path);
+    refused(path, LT_ERR_ABI, want, "", NULL);
+    CU_ASSERT_PTR_NULL(strstr(err, "No such file"));
+}
+
+static int a_variable = 3;
+static int a_function(void) { return a_variable; }
+
+/* Symbols dladdr cannot name (static here) are judged by their segment. */
+static void test_is_function(void) {
+    char why[256];
+    void *p = (void *)a_function;
+    CU_ASSERT_TRUE(registry_is_function(p, why, sizeof why));
+    CU_ASSERT_TRUE(registry_is_function((void *)lt_registry_new, why, sizeof why));
+    CU_ASSERT_FALSE(registry_is_function(&a_variable, why, sizeof why));
+    ASSERT_CONTAINS(why, "data, not code");
+    void *h = dlopen(TP("liblt-strategy-dataentry.so"), RTLD_NOW | RTLD_LOCAL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    CU_ASSERT_FALSE(registry_is_function(dlsym(h, "not_a_function"), why, sizeof why));
+    CU_ASSERT_STRING_EQUAL(why, "a variable (ELF symbol type OBJECT), not a function");
+    dlclose(h);
 }
 
 static void test_refuse_base_not_found(void) {
@@ -620,7 +734,11 @@ static void test_scan(void) {
     expect_listed(TP_DIR, "liblt-strategy-incomplete.so", NULL, "required hooks 'configure_ddp', ");
     expect_listed(TP_DIR, "liblt-strategy-heir.so", NULL, "cannot load its base 'incomplete'");
     expect_listed(TP_DIR, "liblt-strategy-incomplete2.so", NULL, "(installed: base, child, old)");
-    expect_listed(bad_dir, "liblt-strategy-notelf.so", NULL, "cannot load");
+    expect_listed(bad_dir, "liblt-strategy-notelf.so", NULL, "not an ELF file");
+    expect_listed(bad_dir, "liblt-strategy-cut.so", NULL, "file is truncated (segment ends at");
+    expect_listed(bad_dir, "liblt-strategy-foreign.so", NULL, "built for " FOREIGN_NAME);
+    expect_listed(TP_DIR, "liblt-strategy-dataentry.so", NULL,
+                  "its lt_plugin_entry_v1 symbol is a variable");
     expect_listed(scan_dir, "liblt-strategy-base.so", NULL,
                   "shadowed by " TP_DIR "/liblt-strategy-base.so");
     expect_listed(scan_dir, "liblt-bogus-x.so", NULL, "file name is not liblt-<kind>-<name>.so");
@@ -644,6 +762,8 @@ int main(void) {
     CU_add_test(s, "lt_hooks_set_default", test_set_default);
     CU_add_test(s, "a hook from a user object", test_override_hook);
     CU_add_test(s, "hook override errors", test_override_errors);
+    CU_add_test(s, "hook override: a variable is refused", test_override_data_symbol);
+    CU_add_test(s, "hook override: cut and foreign objects", test_override_unloadable);
     CU_add_test(s, "refused: bad magic", test_refuse_bad_magic);
     CU_add_test(s, "refused: ABI major", test_refuse_abi_major);
     CU_add_test(s, "refused: ABI minor too new", test_refuse_abi_minor);
@@ -653,7 +773,11 @@ int main(void) {
     CU_add_test(s, "refused: required hooks missing, all named", test_refuse_missing_hook);
     CU_add_test(s, "installed: only plugins that load", test_installed_only_loadable);
     CU_add_test(s, "refused: no entry symbol", test_refuse_no_entry);
+    CU_add_test(s, "refused: entry symbol is a variable", test_refuse_data_entry);
     CU_add_test(s, "refused: not a shared object", test_refuse_not_elf);
+    CU_add_test(s, "refused: truncated file", test_refuse_truncated);
+    CU_add_test(s, "refused: built for another machine", test_refuse_foreign_machine);
+    CU_add_test(s, "function or variable, by symbol type or segment", test_is_function);
     CU_add_test(s, "refused: base not found", test_refuse_base_not_found);
     CU_add_test(s, "refused: inheritance cycle", test_refuse_cycle);
     CU_add_test(s, "not found, with a suggestion", test_refuse_not_found);
