@@ -156,6 +156,37 @@ static const char *suggest_flag(const char *arg) {
     return best && lt_close_enough(name, bd) ? best : NULL;
 }
 
+/* One key set through two spellings with two values (--devices 2
+ * --nproc-per-node 3, --num-nodes 3 --nnodes 2, --set trainer.devices=3
+ * --devices 2) is a contradiction, not an override: refused. The same
+ * spelling repeated is an override, the last winning, as argparse does. */
+static int check_contradictions(const ltrun_args *a) {
+    for (int i = 0; i < a->nsets; i++)
+        for (int j = i + 1; j < a->nsets; j++) {
+            const char *x = a->sets[i], *y = a->sets[j], *ex = strchr(x, '='), *ey = strchr(y, '=');
+            if (ex - x != ey - y || strncmp(x, y, (size_t)(ex - x)) || !strcmp(ex, ey) ||
+                !strcmp(a->origins[i], a->origins[j]))
+                continue;
+            bool sx = !strcmp(a->origins[i], "--set"), sy = !strcmp(a->origins[j], "--set");
+            fprintf(stderr, "ltrun: %.*s is given twice on the command line, as %s %s and %s %s; keep one\n",
+                    (int)(ex - x), x, a->origins[i], sx ? x : ex + 1, a->origins[j], sy ? y : ey + 1);
+            return 2;
+        }
+    const char *modes[3] = {a->validate_only ? "--validate" : NULL, a->test_only ? "--test" : NULL,
+                            a->no_test ? "--no-test" : NULL};
+    const char *first = NULL;
+    for (int m = 0; m < 3; m++) {
+        if (!modes[m]) continue;
+        if (first) {
+            fprintf(stderr, "ltrun: %s and %s contradict each other (%s); give one\n", first, modes[m],
+                    "--validate and --test only evaluate, --no-test fits without testing");
+            return 2;
+        }
+        first = modes[m];
+    }
+    return 0;
+}
+
 int ltrun_parse_args(int argc, char **argv, ltrun_args *a) {
     memset(a, 0, sizeof *a);
     for (int i = 1; i < argc; i++) {
@@ -195,7 +226,7 @@ int ltrun_parse_args(int argc, char **argv, ltrun_args *a) {
             }
         }
     }
-    return 0;
+    return check_contradictions(a);
 }
 
 void ltrun_args_free(ltrun_args *a) {

@@ -174,4 +174,27 @@ check "data: a hook naming a variable (--check) exits 2 ($RC)" [ "$RC" -eq 2 ]
 check "data: the hook's refusal is one line" one_line hook_data
 check "data: the hook's refusal names the symbol, the file and the fix" says hook_data "^ltrun: error: strategy\.teardown = .*: 'not_a_function' in $DATAENTRY is a variable \(ELF symbol type OBJECT\), not a function; name a function"
 show_tail "$IT_TMP/hook_data.err" 1
+
+# One key through two spellings with two values is a contradiction (the same
+# spelling repeated is an override, last wins); so are two modes at once.
+echo "ltrun_cli: contradictory flags"
+contradiction() { # contradiction LABEL NEEDLE args...
+    local label=$1 needle=$2; shift 2
+    cli "$label" --config "$INI" --plugin-dir "$PLUGINS" "$@" --check
+    check "$label: exits 2 ($RC)" [ "$RC" -eq 2 ]
+    check "$label: one line" one_line "$label"
+    check "$label: says '$needle'" says "$label" "$needle"
+}
+contradiction nproc "^ltrun: trainer\.devices is given twice on the command line, as --devices 2 and --nproc-per-node 3; keep one$" \
+    --devices 2 --nproc-per-node 3
+contradiction nnodes "trainer\.num_nodes is given twice on the command line, as --nnodes 2 and --num-nodes 3" \
+    --nnodes 2 --num-nodes 3
+contradiction setdev "as --set trainer\.devices=3 and --devices 2; keep one" --set trainer.devices=3 --devices 2
+contradiction valtest "^ltrun: --validate and --test contradict each other" --validate --test
+contradiction testnotest "^ltrun: --test and --no-test contradict each other" --test --no-test
+cli override --config "$INI" --plugin-dir "$PLUGINS" --devices 2 --devices 1 --check
+check "override: the same flag twice, last wins: exits 0 ($RC)" [ "$RC" -eq 0 ]
+check "override: with 1 device" says override "cpu \(1 device\)"
+cli agree --config "$INI" --plugin-dir "$PLUGINS" --devices 2 --nproc-per-node 2 --strategy ddp --check
+check "agree: two spellings, one value: exits 0 ($RC)" [ "$RC" -eq 0 ]
 it_finish
