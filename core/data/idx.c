@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 #include "data_internal.h"
@@ -86,12 +87,20 @@ static lt_status gz_failure(idx_file *f, char *err, size_t errlen) {
 }
 
 static lt_status idx_file_open(idx_file *f, char *err, size_t errlen) {
-    /* open() ourselves: errno from gzopen is not reliable after its cleanup. */
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    /* open() ourselves: errno from gzopen is not reliable after its cleanup.
+     * O_NONBLOCK so that a FIFO in the data's place is refused below
+     * instead of blocking until something writes to it. */
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0 && errno == ENOENT)
         return fail(err, errlen, LT_ERR_NOT_FOUND, "%s: not found; %s", f->path, NOT_FOUND_FIX);
     if (fd < 0)
         return fail(err, errlen, LT_ERR_IO, "%s: cannot open: %s", f->path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return fail(err, errlen, LT_ERR_INVALID, "%s: %s, not a data file; %s", f->path,
+                    S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file", NOT_FOUND_FIX);
+    }
     f->gz = gzdopen(fd, "rb");
     if (!f->gz) {
         close(fd);

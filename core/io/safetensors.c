@@ -444,7 +444,8 @@ static const char *json_kind(const json_t *j) {
 }
 
 static lt_status map_file(const st_parse *p, lt_st_file *f) {
-    int fd = open(p->path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO named as a checkpoint is refused below, not waited on */
+    int fd = open(p->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return BAD(p, errno == ENOENT ? LT_ERR_NOT_FOUND : LT_ERR_IO, ": cannot open: %s",
                    strerror(errno));
@@ -452,8 +453,9 @@ static lt_status map_file(const st_parse *p, lt_st_file *f) {
     lt_status s = LT_OK;
     if (fstat(fd, &st))
         s = BAD(p, LT_ERR_IO, ": cannot stat: %s", strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        s = BAD(p, LT_ERR_IO, ": %s", S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+    else if (!S_ISREG(st.st_mode)) /* a wrong name, as a missing file is: refused (2) */
+        s = BAD(p, LT_ERR_INVALID, ": %s; name a .safetensors file",
+                S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
     else if (st.st_size < 8)
         s = BAD(p, LT_ERR_CORRUPT, " is truncated: %lld bytes, shorter than the 8-byte header "
                 "length" TRUNCATED_FIX, (long long)st.st_size);

@@ -15,6 +15,8 @@
 #   h. a hook override naming a variable (strategy.teardown = path:an int):
 #      refused before training; it used to train and then call the int
 #      at teardown (SIGSEGV, exit 139)
+#   i. a FIFO where a data file or the checkpoint should be, and a directory
+#      as --ckpt-path: refused at once (2); the FIFOs used to block forever
 source "$(dirname "$0")/common.sh"
 it_init bad_inputs "$@"
 fails_with() { # fails_with LABEL STATUS NEEDLE args...: ltrun exits STATUS (any: non-zero), stderr has NEEDLE
@@ -84,4 +86,18 @@ fails_with datahook 2 "'not_a_function' in $DATAENTRY is a variable (ELF symbol 
     "${BASE[@]}" --max-steps 2 --set "strategy.teardown=$DATAENTRY:not_a_function"
 check "datahook: refused before training" bash -c "! grep -q 'epoch 0 done' '$IT_TMP/datahook.out'"
 check "datahook: one error line" [ "$(grep -c . "$IT_TMP/datahook.err")" -eq 1 ]
+
+# i. (timeout: a regression would wait on the FIFO for a writer)
+F=$IT_TMP/fifo
+mkdir -p "$F"
+cp "$D"/*.gz "$F"/
+rm "$F/train-labels-idx1-ubyte.gz"
+mkfifo "$F/train-labels-idx1-ubyte.gz" "$IT_TMP/ckpt.fifo"
+T0=$(now_ms)
+fails_with fifodata 2 "train-labels-idx1-ubyte.gz: not a regular file, not a data file" "${BASE[@]}" \
+    --set data.dir="$F" --set data.val_split=10 --batch-size 10 --max-steps 5
+fails_with fifockpt 2 "ckpt.fifo: is not a regular file; name a .safetensors file" "${BASE[@]}" \
+    --max-steps 5 --ckpt-path "$IT_TMP/ckpt.fifo"
+fails_with dirckpt 2 "is a directory; name a .safetensors file" "${BASE[@]}" --max-steps 5 --ckpt-path "$IT_TMP"
+check "fifo, dir: refused within 20 s ($(( $(now_ms) - T0 )) ms)" [ $(( $(now_ms) - T0 )) -lt 20000 ]
 it_finish

@@ -2,8 +2,10 @@
 # ltrun's own options, through the real binary: --version, --help,
 # --list-plugins, --help-plugin, --print-config (values and their origins:
 # the INI file with its line, an LT_* environment variable, a --set flag),
-# --check (a valid config, a misspelt key with a suggestion, a bad value) and
-# a config file that does not exist. Every refusal exits 2 (README, "Using
+# --check (a valid config, a misspelt key with a suggestion, a bad value; a
+# [model] key the model does not have, a model parameter its init refuses,
+# a batch limit that is neither a fraction nor a count) and a config file
+# that does not exist. Every refusal exits 2 (README, "Using
 # ltrun"), which --help states. Nothing is trained; it takes ~1 s.
 source "$(dirname "$0")/common.sh"
 it_init ltrun_cli "$@"
@@ -112,6 +114,51 @@ check "the message is one line" one_line baddev
 check "the message names trainer.devices and the value" says baddev '^ltrun: error: trainer\.devices.*foo'
 show_tail "$IT_TMP/baddev.err" 1
 
+# [model] takes the loaded model's parameters only, from any source; each
+# misspelt one used to be kept while the model trained with the default.
+echo "ltrun_cli: --check of [model] keys"
+refused() { # refused LABEL ERE: exit 2, one line, stderr matches ERE
+    check "$1: exits 2 ($RC)" [ "$RC" -eq 2 ]
+    check "$1: one line" one_line "$1"
+    check "$1: says '$2'" says "$1" "$2"
+    show_tail "$IT_TMP/$1.err" 1
+}
+TYPO_INI=$IT_TMP/typo.ini
+sed 's/^hidden *=/hiden =/' "$INI" >"$TYPO_INI"
+TYPO_LINE=$(grep -n '^hiden =' "$TYPO_INI" | cut -d: -f1)
+cli mtypo --config "$TYPO_INI" --plugin-dir "$PLUGINS" --check
+refused mtypo "^ltrun: error: unknown key 'hiden' in \[model\] \($TYPO_INI:$TYPO_LINE\); did you mean 'hidden'\?\$"
+cli mtypo_set --config "$INI" --plugin-dir "$PLUGINS" --check --set model.hiden=3
+refused mtypo_set "^ltrun: error: unknown key 'hiden' in \[model\] \(--set\); did you mean 'hidden'\?\$"
+LT_MODEL__HIDEN=3 cli mtypo_env --config "$INI" --plugin-dir "$PLUGINS" --check
+refused mtypo_env "unknown key 'hiden' in \[model\] \(env LT_MODEL__HIDEN\); did you mean 'hidden'\?\$"
+cli mtypo_cnn --config "$INI" --plugin-dir "$PLUGINS" --check --model fashion_mnist_cnn --set model.chanels=8
+refused mtypo_cnn "unknown key 'chanels' in \[model\] \(--set\); did you mean 'channels'\?\$"
+cli mcnn --config "$INI" --plugin-dir "$PLUGINS" --check --model fashion_mnist_cnn --set model.channels=8
+check "--model fashion_mnist_cnn over the MLP's example config (model.hidden is the CNN's too) exits 0 ($RC)" [ "$RC" -eq 0 ]
+
+# What a model's init refuses is refused by --check (it builds the model
+# without weights), before any worker starts.
+echo "ltrun_cli: --check of model parameters"
+cli mdrop --config "$INI" --plugin-dir "$PLUGINS" --check --set model.dropout=-1
+refused mdrop "^ltrun: error: model 'fashion_mnist_mlp': init failed: .*model\.dropout = -1: need .*0 <= dropout < 1; parameters set: .*model\.dropout = -1 \(--set\)\$"
+for m in fashion_mnist_mlp fashion_mnist_cnn; do
+    cli "mhid_$m" --config "$INI" --plugin-dir "$PLUGINS" --check --model $m --set model.hidden=0
+    refused "mhid_$m" "^ltrun: error: model '$m': init failed: .*model\.hidden = 0.*: need .*hidden >= 1.*; parameters set: model\.hidden = 0 \(--set\)"
+done
+cli mhid_ddp --config "$INI" --plugin-dir "$PLUGINS" --strategy ddp --devices 2 --max-steps 1 \
+    --set model.hidden=-4 --default-root-dir "$IT_TMP/mhid_ddp"
+refused mhid_ddp "^ltrun: error: model 'fashion_mnist_mlp': init failed: model\.hidden = -4"
+check "mhid_ddp: refused before any worker started" bash -c "! grep -q 'starting 2 workers' '$IT_TMP/mhid_ddp.out'"
+
+# Lightning's limit_*_batches: a fraction in [0, 1] or a whole count (1e20:
+# all batches, test_trainer); 2.5 is neither.
+echo "ltrun_cli: --check of trainer.limit_*_batches"
+cli lim_half --config "$INI" --plugin-dir "$PLUGINS" --check --set trainer.limit_train_batches=2.5
+refused lim_half "^ltrun: error: trainer\.limit_train_batches = 2\.5 \(--set\) is above 1 and not a whole number; use a fraction in \[0, 1\] or a whole number of batches\$"
+cli lim_nan --config "$INI" --plugin-dir "$PLUGINS" --check --set trainer.limit_val_batches=nan
+refused lim_nan "trainer\.limit_val_batches = 'nan' \(--set\) is not a finite number"
+
 echo "ltrun_cli: a config file that does not exist"
 cli nofile --config /nonexistent.ini --plugin-dir "$PLUGINS" --check
 check "--config /nonexistent.ini --check exits 2 ($RC)" [ "$RC" -eq 2 ]
@@ -176,7 +223,7 @@ check "data: the hook's refusal names the symbol, the file and the fix" says hoo
 show_tail "$IT_TMP/hook_data.err" 1
 
 # One key through two spellings with two values is a contradiction (the same
-# spelling repeated is an override, last wins); so are two modes at once.
+# spelling repeated is an override, last wins); so are --validate and --test.
 echo "ltrun_cli: contradictory flags"
 contradiction() { # contradiction LABEL NEEDLE args...
     local label=$1 needle=$2; shift 2
@@ -191,7 +238,6 @@ contradiction nnodes "trainer\.num_nodes is given twice on the command line, as 
     --nnodes 2 --num-nodes 3
 contradiction setdev "as --set trainer\.devices=3 and --devices 2; keep one" --set trainer.devices=3 --devices 2
 contradiction valtest "^ltrun: --validate and --test contradict each other" --validate --test
-contradiction testnotest "^ltrun: --test and --no-test contradict each other" --test --no-test
 cli override --config "$INI" --plugin-dir "$PLUGINS" --devices 2 --devices 1 --check
 check "override: the same flag twice, last wins: exits 0 ($RC)" [ "$RC" -eq 0 ]
 check "override: with 1 device" says override "cpu \(1 device\)"

@@ -354,7 +354,10 @@ static void test_not_a_file(void) {
     char p[PATH_MAX];
     expect_fail(in_dir(p, "does-not-exist.safetensors"), LT_ERR_NOT_FOUND, "cannot open");
     CU_ASSERT_EQUAL_FATAL(mkdir(in_dir(p, "adir"), 0755), 0);
-    expect_fail(p, LT_ERR_IO, "directory");
+    expect_fail(p, LT_ERR_INVALID, "is a directory; name a .safetensors file");
+    /* a FIFO is refused at once, not waited on for a writer */
+    CU_ASSERT_EQUAL_FATAL(mkfifo(in_dir(p, "afifo"), 0644), 0);
+    expect_fail(p, LT_ERR_INVALID, "is not a regular file");
     rmdir(p);
 }
 
