@@ -39,6 +39,12 @@ lt_status lt_logdir_prepare(lt_trainer *t) {
     LT_CHECK(lt_mkdirs(r, base, "trainer.default_root_dir"));
     if (*version) {
         snprintf(t->log_dir, sizeof t->log_dir, "%.900s/version_%.50s", base, version);
+        char old[1200];
+        struct stat sb;
+        snprintf(old, sizeof old, "%s/metrics.csv", t->log_dir);
+        if (stat(old, &sb) == 0) /* as Lightning's CSVLogger warns: the user named it */
+            lt_log(NULL, LT_LOG_WARN, "logger.version = %s: %s already holds a metrics.csv, which this run "
+                   "replaces; leave logger.version unset for a new version_N", version, t->log_dir);
     } else {
         for (int n = 0;; n++) {
             struct stat sb;
@@ -53,7 +59,9 @@ lt_status lt_logdir_prepare(lt_trainer *t) {
     if (!f) return lt_run_fail(r, LT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     fprintf(f, "# resolved configuration: section.key = value  (where it came from)\n# %s\n", t->summary);
     fputs(t->config_text ? t->config_text : "", f);
-    fclose(f);
+    bool bad = ferror(f) != 0;
+    if (fclose(f) != 0 || bad) /* a full disk shows here, not only at the end of training */
+        return lt_run_fail(r, LT_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     printf("lt: logging to %s\n", t->log_dir);
     return LT_OK;
 }

@@ -13,6 +13,9 @@
 #      is refused before the first step (exit 2, one line naming the key)
 #   5. the rendezvous store logs garbage connections a few lines at a time
 #      and counts the rest, instead of one line each
+#   6. a run given logger.version of a directory that holds a metrics.csv
+#      says it replaces it (one warning line, as Lightning's CSVLogger);
+#      a run without logger.version takes the next version_N silently
 source "$(dirname "$0")/common.sh"
 it_init logs_and_hygiene "$@"
 ONE=("${BASE[@]}" --strategy single_device --devices 1 --set trainer.log_every_n_steps=10)
@@ -133,4 +136,15 @@ check "at most 5 lines of warnings per 10 s ($logged in ~$(( (took + 1999) / 100
     [ "$logged" -le $(( 5 * (took / 10000 + 2) )) ]
 check "the rest counted in a line or two, none lost (${counted:-0} + $logged >= $sent)" \
     bash -c "[ -n '$counted' ] && [ $(( ${counted:-0} + logged )) -ge $sent ] && [ $lines -le $(( 6 * (took / 10000 + 2) )) ]"
+
+echo "logs_and_hygiene: 6. logger.version naming a logged run"
+for n in 1 2; do
+    run_ltrun "ver$n" "${ONE[@]}" --max-steps 3 --set logger.version=0 --default-root-dir "$IT_TMP/ver"
+done
+run_ltrun ver3 "${ONE[@]}" --max-steps 3 --default-root-dir "$IT_TMP/ver"
+check "ver1: a fresh version_0, no warning" bash -c "[ $RC -eq 0 ] && ! grep -q 'already holds' '$IT_TMP/ver1.err'"
+check "ver2: says it replaces version_0's metrics.csv" \
+    contains "$IT_TMP/ver2.err" "logger.version = 0: $IT_TMP/ver/lt_logs/version_0 already holds a metrics.csv, which this run replaces"
+check "ver3 (no logger.version): version_1, no warning" \
+    bash -c "[ -s '$IT_TMP/ver/lt_logs/version_1/metrics.csv' ] && ! grep -q 'already holds' '$IT_TMP/ver3.err'"
 it_finish
