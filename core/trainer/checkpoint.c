@@ -97,8 +97,9 @@ lt_status lt_checkpoint_save(lt_trainer *t, const char *path) {
 static lt_status meta_int(lt_run *r, lt_st_file *f, const char *path, const char *key, int64_t *out) {
     const char *v = lt_st_meta(f, key);
     char *end;
-    if (!v || !*v || (*out = strtoll(v, &end, 10), *end) || *out < 0)
-        return lt_run_fail(r, LT_ERR_CORRUPT, "checkpoint %s: metadata '%s' is missing, not an integer or negative ('%s'); it was not written by lt's trainer",
+    errno = 0; /* ERANGE: an epoch of 10^20 would resume at INT64_MAX and train nothing */
+    if (!v || !*v || (*out = strtoll(v, &end, 10), *end) || errno || *out < 0)
+        return lt_run_fail(r, LT_ERR_CORRUPT, "checkpoint %s: metadata '%s' is missing, not an integer, out of range or negative ('%s'); it was not written by lt's trainer",
                            path, key, v ? v : "");
     return LT_OK;
 }

@@ -141,6 +141,10 @@ echo "checkpoint_faults: c. extra and missing tensors, a weights-only file"
 LAST=$R/checkpoints/last.safetensors
 "${ST_EDIT[@]}" add "$LAST" "$IT_TMP/extra.safetensors" head.extra
 "${ST_EDIT[@]}" drop "$LAST" "$IT_TMP/missing.safetensors" fc2.bias
+"${ST_EDIT[@]}" setmeta "$LAST" "$IT_TMP/epochbig.safetensors" lt.epoch 99999999999999999999
+run_ltrun epochbig "${BASE[@]}" --max-epochs 3 --ckpt-path "$IT_TMP/epochbig.safetensors" --default-root-dir "$IT_TMP/eb"
+check "an lt.epoch past int64 is refused as corrupt, exit 1 ($RC), not resumed at INT64_MAX" [ "$RC" -eq 1 ]
+check "it names lt.epoch and says out of range" contains "$IT_TMP/epochbig.err" "metadata 'lt.epoch' is missing, not an integer, out of range"
 "${ST_EDIT[@]}" weights "$LAST" "$IT_TMP/weights.safetensors"
 check "weights-only file has no metadata and no optimizer state" \
     bash -c "! head -c 4096 '$IT_TMP/weights.safetensors' | grep -aq -e __metadata__ -e optimizer"

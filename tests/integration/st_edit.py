@@ -10,6 +10,7 @@ bytes), so checkpoint_faults.sh needs no safetensors package:
   st_edit.py add IN OUT NAME    IN (metadata kept) plus an F32 tensor NAME, shape [3]
   st_edit.py drop IN OUT NAME   IN (metadata kept) without tensor NAME
   st_edit.py meta IN KEY        prints IN's metadata value KEY ("" if absent)
+  st_edit.py setmeta IN OUT KEY VALUE   IN with metadata KEY set to VALUE
 """
 import json
 import struct
@@ -49,6 +50,12 @@ def write(path, tensors, meta):
 def main(argv):
     if len(argv) == 4 and argv[1] == "meta":
         print((read(argv[2])[1] or {}).get(argv[3], ""))
+        return
+    if len(argv) == 6 and argv[1] == "setmeta":
+        tensors, meta = read(argv[2])
+        meta = dict(meta or {})
+        meta[argv[4]] = argv[5]
+        write(argv[3], tensors, meta)
         return
     if len(argv) < 4 or argv[1] not in ("weights", "add", "drop") or (argv[1] != "weights") != (len(argv) == 5):
         sys.exit(__doc__)
