@@ -38,6 +38,7 @@ enum {
     RULE_NONEMPTY = 16, /* a string that must not be empty */
     RULE_INT_TEXT = 32, /* a string key holding an integer, or empty (trainer.seed) */
     RULE_NUM_TEXT = 64, /* a string key holding a number (trainer.limit_*_batches) */
+    RULE_WHOLE_ABOVE_1 = 128, /* above 1 a whole number: a count, not a fraction */
 };
 
 /* One section.key: declared, set, or both. */
@@ -59,6 +60,7 @@ typedef struct section {
     char *name;          /* lowercased */
     bool declared;
     bool open;
+    bool open_until_keys; /* open until a key is declared in it ([model]: see core_sections) */
 } section;
 
 struct lt_config {
@@ -260,6 +262,7 @@ lt_status lt_config_declare(lt_config *c, const char *sect, const char *key, lt_
         sec->declared = true;
         sec->open = false;
     }
+    if (sec && sec->open_until_keys) sec->open = sec->open_until_keys = false;
     entry *e = sec ? get_entry(c, s, k) : NULL;
     free(s);
     free(k);
@@ -299,11 +302,16 @@ typedef struct core_key {
 #define ABOVE(x) .flags = RULE_LO | RULE_LO_OPEN, .lo = (x)
 #define IN(a, b) .flags = RULE_LO | RULE_HI, .lo = (a), .hi = (b)
 #define IN_OPEN(a, b) .flags = RULE_LO | RULE_HI | RULE_HI_OPEN, .lo = (a), .hi = (b) /* [a, b) */
-#define NUMBER_AT_LEAST(x) .flags = RULE_NUM_TEXT | RULE_LO, .lo = (x)     /* a string key */
+/* Lightning's limit_*_batches: a fraction in [0, 1] or a whole count (a string key) */
+#define FRACTION_OR_COUNT .flags = RULE_NUM_TEXT | RULE_LO | RULE_WHOLE_ABOVE_1, .lo = 0
 #define INT_OR_EMPTY_AT_LEAST(x) .flags = RULE_INT_TEXT | RULE_LO, .lo = (x) /* a string key */
 #define NOT_EMPTY .flags = RULE_NONEMPTY
 #define H(text) .hint = (text)
-#define LIMIT_HINT "use a fraction in [0, 1] or a number of batches"
+#define LIMIT_HINT "use a fraction in [0, 1] or a whole number of batches"
+/* What limit_*_batches means; lt_limit_batches (trainer_fit.c) applies it. */
+#define LIMIT_HELP(what) \
+    "a fraction in [0, 1] (1 = all) or a whole number of " what " batches; a count above " \
+    "the batches there are (1e20) takes all of them"
 /* Kept in an int by the code that reads it. */
 #define INT_TOP 2147483647.0
 /* Seconds the launcher and the process group turn into int milliseconds. */
@@ -322,12 +330,12 @@ static const core_key core_keys[] = {
     {"trainer", "max_steps", I, "-1", "stop after this many optimizer steps; -1 = no limit",
      {AT_LEAST(-1), H("-1 = no limit")}},
     {"trainer", "min_epochs", I, "0", "train at least this many epochs", {AT_LEAST(0)}},
-    {"trainer", "limit_train_batches", S, "1.0", "fraction (float) or count (int) of training batches",
-     {NUMBER_AT_LEAST(0), H(LIMIT_HINT)}},
-    {"trainer", "limit_val_batches", S, "1.0", "fraction (float) or count (int) of val batches",
-     {NUMBER_AT_LEAST(0), H(LIMIT_HINT)}},
-    {"trainer", "limit_test_batches", S, "1.0", "fraction (float) or count (int) of test batches",
-     {NUMBER_AT_LEAST(0), H(LIMIT_HINT)}},
+    {"trainer", "limit_train_batches", S, "1.0", LIMIT_HELP("training"),
+     {FRACTION_OR_COUNT, H(LIMIT_HINT)}},
+    {"trainer", "limit_val_batches", S, "1.0", LIMIT_HELP("val"),
+     {FRACTION_OR_COUNT, H(LIMIT_HINT)}},
+    {"trainer", "limit_test_batches", S, "1.0", LIMIT_HELP("test"),
+     {FRACTION_OR_COUNT, H(LIMIT_HINT)}},
     {"trainer", "check_val_every_n_epoch", I, "1", "validate every n epochs; 0 = never",
      {AT_LEAST(0), H("0 = never")}},
     {"trainer", "log_every_n_steps", I, "50", "log metrics every n steps", {AT_LEAST(1)}},
@@ -439,16 +447,21 @@ static const core_key core_keys[] = {
 #undef ABOVE
 #undef IN
 #undef IN_OPEN
-#undef NUMBER_AT_LEAST
+#undef FRACTION_OR_COUNT
 #undef INT_OR_EMPTY_AT_LEAST
 #undef NOT_EMPTY
 #undef H
 #undef LIMIT_HINT
+#undef LIMIT_HELP
 #undef INT_TOP
 #undef TIMEOUT_TOP
 
-/* Sections that exist even without keys of their own; [model] also takes
- * the module plugin's parameters, which are not known in advance. */
+/* Sections that exist even without keys of their own. [model] also takes
+ * the module plugin's parameters, which are not known until the module is
+ * loaded: it accepts any key until the first one is declared in it (the
+ * trainer declares the module's parameter table there), then only those and
+ * name, so `hiden = 32` is refused as a misspelt `hidden`. A module without
+ * a parameter table leaves it open. */
 static const struct {
     const char *name;
     bool open;
@@ -472,6 +485,7 @@ lt_config *lt_config_new(void) {
             goto fail;
         if (k->rule.choices || k->rule.flags) find_entry(c, k->section, k->key)->rule = &k->rule;
     }
+    find_section(c, "model")->open_until_keys = true; /* after model.name, a core key */
     return c;
 fail:
     lt_config_free(c);
@@ -866,11 +880,15 @@ static lt_status check_rule(const entry *e, const char *v, const char *origin, c
         if (as_int && parse_int(v, &i, &range)) x = (double)i;
         else if (as_int) snprintf(why, sizeof why, range ? "is out of range for a 64-bit integer"
                                                          : "is not an integer");
-        else if (!parse_float(v, &x)) snprintf(why, sizeof why, "is not a number");
+        else if (!parse_float(v, &x)) snprintf(why, sizeof why, "is not a finite number");
         if (!*why && !in_range(r, x)) {
             char rt[96];
             range_text(r, rt, sizeof rt);
             snprintf(why, sizeof why, "must be %s", rt);
+            quote = false;
+        } else if (!*why && (r->flags & RULE_WHOLE_ABOVE_1) && x > 1 && x != floor(x)) {
+            /* Lightning refuses 2.5 too: neither a fraction nor a count */
+            snprintf(why, sizeof why, "is above 1 and not a whole number");
             quote = false;
         }
     }

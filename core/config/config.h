@@ -7,6 +7,8 @@
  * [accelerator] and
  * [<kind>.<name>] for one plugin's parameters. Keys are validated against the
  * declarations; an unknown one is an error suggesting the nearest known key.
+ * [model] accepts any key until a key is declared in it (the module's
+ * parameters, when the trainer loads it), then only the declared ones.
  *
  * Section and key names are case-insensitive (stored lowercased); values are
  * kept verbatim except that surrounding whitespace and one pair of surrounding
@@ -16,7 +18,7 @@
 #define LT_CONFIG_H
 
 #include <stdio.h>
-#include "lt/abi.h"
+#include "lt/core.h"
 
 typedef struct lt_config lt_config;
 
@@ -35,7 +37,8 @@ void lt_config_free(lt_config *c);
 /* Declares section.key (section may contain a dot: "strategy.ddp"). Declaring
  * the same key twice with the same type is allowed (the later default wins
  * when no value was set); another type is LT_ERR_INVALID. `open` sections
- * accept any key (hook overrides). */
+ * accept any key (hook overrides); the first key declared in [model] closes
+ * it (see the top comment). */
 lt_status lt_config_declare(lt_config *c, const char *section, const char *key,
                             lt_param_type type, const char *def, const char *help);
 lt_status lt_config_declare_section(lt_config *c, const char *section, bool open);
@@ -101,5 +104,15 @@ void lt_config_each(const lt_config *c, const char *section, lt_config_visit_fn 
  * the plugins they name before validate). */
 void lt_config_each_section(const lt_config *c,
                             void (*fn)(void *user, const char *section), void *user);
+
+/* plugin_params.c: the section a plugin's parameter is read from (into sec,
+ * "module.fashion_mnist_mlp" or "model"), for messages that say where its
+ * value came from; false when neither section has a value. */
+bool lt_param_section(const lt_ctx *ctx, const char *key, char *sec, size_t len);
+/* plugin_params.c: the plugin's parameters (its lt_param_spec table) whose
+ * value the user set, with where: "model.hidden = 0 (--set), model.dropout
+ * = -1 (train.ini:12)", for a plugin's refusal that names a key but cannot
+ * know its origin. Empty ("", 0) when all are defaults; returns the length. */
+size_t lt_param_set_list(const lt_ctx *ctx, char *out, size_t len);
 
 #endif

@@ -5,6 +5,7 @@
 #include "args.h"
 #include "launcher.h"
 #include "lt/trainer.h"
+#include "trainer/model_check.h"
 
 /* Exit statuses, the same whoever started this process (a shell, ltrun,
  * torchrun, srun, mpirun), so a job script can tell "fix the input" from
@@ -81,6 +82,16 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (a.check_only) {
+        /* The module's own parameters (model.hidden = 0) are judged by its
+         * init: built once without weights. Only here, where nothing trains
+         * afterwards (a run's workers judge them when they build the model). */
+        st = lt_trainer_check_model(t);
+        if (st != LT_OK) {
+            fprintf(stderr, "ltrun: error: %s\n", lt_trainer_error(t));
+            lt_trainer_free(t);
+            ltrun_args_free(&a);
+            return exit_status(st);
+        }
         printf("ltrun: configuration valid; plugins loaded: %s\n", lt_trainer_summary(t));
         lt_trainer_free(t);
         ltrun_args_free(&a);

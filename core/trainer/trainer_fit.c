@@ -36,11 +36,13 @@ static lt_status reduce_cb(void *user, double *buf, size_t n) {
     return st;
 }
 
-/* A limit <= 1 is a fraction of the batches, above 1 a count (Lightning). */
+/* A limit <= 1 is a fraction of the batches, above 1 a count (Lightning).
+ * A count is compared as a double before it becomes an integer: 1e20 (past
+ * int64) means all n batches, as Lightning's int(1e20) does, never a
+ * wrapped-around negative; so does a NaN, which validation refuses anyway. */
 int64_t lt_limit_batches(int64_t n, double limit) {
     if (limit <= 1.0) return (int64_t)floor((double)n * limit + 1e-9);
-    int64_t k = (int64_t)limit;
-    return k < n ? k : n;
+    return limit < (double)n ? (int64_t)limit : n;
 }
 
 /* Batches one training epoch takes: the loader's, cut by limit_train_batches. */

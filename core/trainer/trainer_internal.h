@@ -44,6 +44,10 @@ lt_status lt_trainer_open_data(lt_trainer *t);
 lt_status lt_trainer_fit_spawn(lt_trainer *t);
 /* trainer_fit.c */
 lt_status lt_trainer_eval_loop(lt_trainer *t, int stage, lt_loader *l, double limit, bool sanity);
+/* model_check.c: a module's init refused (st): "model 'x': init failed:
+ * <the model's or the plugin's message>; parameters set: model.hidden = 0
+ * (--set)", so the refusal says where the values came from. Returns st. */
+lt_status lt_run_init_failed(lt_run *r, const lt_ctx *ctx, const lt_model *m, lt_status st);
 /* trainer_fit.c: a limit <= 1 is a fraction of n batches, above 1 a count. */
 int64_t lt_limit_batches(int64_t n, double limit);
 /* monitor.c: checkpoint.monitor. check: before the first step, refuses a

@@ -51,10 +51,40 @@ static lt_status declare_params(lt_run *r, lt_kind kind, const lt_plugin_header 
     return LT_OK;
 }
 
+typedef struct name_list {
+    char buf[1024];
+    size_t len;
+} name_list;
+
+static void add_name(void *user, const char *name) {
+    name_list *l = user;
+    if (l->len < sizeof l->buf)
+        l->len += (size_t)snprintf(l->buf + l->len, sizeof l->buf - l->len, "%s%s",
+                                   l->len ? ", " : "", name);
+}
+
+/* An empty name (--strategy "") would reach the registry as a missing
+ * argument; say what the key holds and which names there are instead.
+ * origin_key is "section.key" (trainer.strategy, environment.name ...). */
+static lt_status empty_name(lt_run *r, lt_kind kind, const char *origin_key) {
+    char sec[64];
+    const char *key = strrchr(origin_key, '.');
+    snprintf(sec, sizeof sec, "%.*s", key ? (int)(key - origin_key) : 0, origin_key);
+    const char *origin = key ? lt_config_origin(r->config, sec, key + 1) : NULL;
+    name_list l = {.len = 0};
+    lt_registry_each_name(r->registry, kind, add_name, &l);
+    return lt_run_fail(r, LT_ERR_INVALID, "%s = '' (%s) is empty; use %s%s%s (ltrun --list-plugins "
+                       "shows what is installed)", origin_key, origin ? origin : "?",
+                       kind == LT_KIND_PRECISION ? "" : "auto or ",
+                       l.len ? "one of " : "the name of an installed plugin",
+                       l.len ? l.buf : "");
+}
+
 static lt_status load_plugin(lt_run *r, lt_plugin *p, lt_kind kind, const char *spec,
                              const char *origin_key) {
     char err[1536];
     const lt_plugin_header *d;
+    if (!*spec) return empty_name(r, kind, origin_key);
     lt_status st = lt_registry_load(r->registry, kind, spec, &d, err, sizeof err);
     if (st != LT_OK) return lt_run_fail(r, st, "%s: %s", origin_key, err);
     lt_ctx_init(&p->ctx, kind, d->name, d, r->config);

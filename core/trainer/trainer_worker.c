@@ -133,10 +133,7 @@ static lt_status setup_model(lt_trainer *t) {
     r->module_started = true; /* init may have made state before failing: teardown frees it */
     st = LT_MOD(r)->init(&r->module.ctx, r->model);
     if (st == LT_OK && r->model->status != LT_OK) st = r->model->status;
-    if (st != LT_OK) {
-        if (r->model->error[0]) return lt_run_fail(r, st, "model '%s': init: %s", r->module.ctx.name, r->model->error);
-        return lt_run_hook_failed(r, &r->module, "init", st);
-    }
+    if (st != LT_OK) return lt_run_init_failed(r, &r->module.ctx, r->model, st);
     st = lt_model_finalize(r->model, r->seed);
     if (st != LT_OK) return lt_run_fail(r, st, "model '%s': %s", r->module.ctx.name, r->model->error);
     r->compute_version = r->params_version - 1; /* recast before the first step (ddp's broadcast may move the master) */

@@ -24,9 +24,12 @@ static lt_status mlp_init(lt_ctx *ctx, lt_model *model) {
     int64_t hidden = lt_param_int(ctx, "hidden", 512);
     int64_t layers = lt_param_int(ctx, "layers", 2);
     double dropout = lt_param_float(ctx, "dropout", 0);
-    if (hidden < 1 || layers < 1 || layers > MAX_LAYERS) {
-        lt_set_error(ctx, "model.hidden = %lld and model.layers = %lld: need hidden >= 1 and 1 <= layers <= %d",
-                     (long long)hidden, (long long)layers, MAX_LAYERS);
+    /* dropout in [0, 1), as the CNN and lt_dropout take it: forward would
+     * skip a negative one silently (it tests dropout > 0). */
+    if (hidden < 1 || layers < 1 || layers > MAX_LAYERS || !(dropout >= 0 && dropout < 1)) {
+        lt_set_error(ctx, "model.hidden = %lld, model.layers = %lld, model.dropout = %g: need "
+                     "hidden >= 1, 1 <= layers <= %d and 0 <= dropout < 1",
+                     (long long)hidden, (long long)layers, dropout, MAX_LAYERS);
         return LT_ERR_INVALID;
     }
     mlp *m = calloc(1, sizeof *m);

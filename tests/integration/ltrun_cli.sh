@@ -127,37 +127,65 @@ TYPO_INI=$IT_TMP/typo.ini
 sed 's/^hidden *=/hiden =/' "$INI" >"$TYPO_INI"
 TYPO_LINE=$(grep -n '^hiden =' "$TYPO_INI" | cut -d: -f1)
 cli mtypo --config "$TYPO_INI" --plugin-dir "$PLUGINS" --check
-refused mtypo "^ltrun: error: unknown key 'hiden' in \[model\] \($TYPO_INI:$TYPO_LINE\); did you mean 'hidden'\?\$"
+refused mtypo \
+    "^ltrun: error: unknown key 'hiden' in \[model\] \($TYPO_INI:$TYPO_LINE\); did you mean 'hidden'\?\$"
 cli mtypo_set --config "$INI" --plugin-dir "$PLUGINS" --check --set model.hiden=3
 refused mtypo_set "^ltrun: error: unknown key 'hiden' in \[model\] \(--set\); did you mean 'hidden'\?\$"
 LT_MODEL__HIDEN=3 cli mtypo_env --config "$INI" --plugin-dir "$PLUGINS" --check
 refused mtypo_env "unknown key 'hiden' in \[model\] \(env LT_MODEL__HIDEN\); did you mean 'hidden'\?\$"
-cli mtypo_cnn --config "$INI" --plugin-dir "$PLUGINS" --check --model fashion_mnist_cnn --set model.chanels=8
+cli mtypo_cnn --config "$INI" --plugin-dir "$PLUGINS" --check --model fashion_mnist_cnn \
+    --set model.chanels=8
 refused mtypo_cnn "unknown key 'chanels' in \[model\] \(--set\); did you mean 'channels'\?\$"
-cli mcnn --config "$INI" --plugin-dir "$PLUGINS" --check --model fashion_mnist_cnn --set model.channels=8
-check "--model fashion_mnist_cnn over the MLP's example config (model.hidden is the CNN's too) exits 0 ($RC)" [ "$RC" -eq 0 ]
+cli mcnn --config "$INI" --plugin-dir "$PLUGINS" --check --model fashion_mnist_cnn \
+    --set model.channels=8
+check "--model fashion_mnist_cnn over train.ini (its hidden is the CNN's too) exits 0 ($RC)" \
+    [ "$RC" -eq 0 ]
 
 # What a model's init refuses is refused by --check (it builds the model
-# without weights), before any worker starts.
+# without weights); a run refuses it when it builds the model, and both say
+# where the values came from.
 echo "ltrun_cli: --check of model parameters"
 cli mdrop --config "$INI" --plugin-dir "$PLUGINS" --check --set model.dropout=-1
-refused mdrop "^ltrun: error: model 'fashion_mnist_mlp': init failed: .*model\.dropout = -1: need .*0 <= dropout < 1; parameters set: .*model\.dropout = -1 \(--set\)\$"
+refused mdrop "^ltrun: error: model 'fashion_mnist_mlp': init failed: .*model\.dropout = -1: need .*\
+0 <= dropout < 1; parameters set: .*model\.dropout = -1 \(--set\)\$"
 for m in fashion_mnist_mlp fashion_mnist_cnn; do
     cli "mhid_$m" --config "$INI" --plugin-dir "$PLUGINS" --check --model $m --set model.hidden=0
-    refused "mhid_$m" "^ltrun: error: model '$m': init failed: .*model\.hidden = 0.*: need .*hidden >= 1.*; parameters set: model\.hidden = 0 \(--set\)"
+    refused "mhid_$m" "^ltrun: error: model '$m': init failed: .*model\.hidden = 0.*: need .*\
+hidden >= 1.*; parameters set: model\.hidden = 0 \(--set\)"
 done
-cli mhid_ddp --config "$INI" --plugin-dir "$PLUGINS" --strategy ddp --devices 2 --max-steps 1 \
-    --set model.hidden=-4 --default-root-dir "$IT_TMP/mhid_ddp"
-refused mhid_ddp "^ltrun: error: model 'fashion_mnist_mlp': init failed: model\.hidden = -4"
-check "mhid_ddp: refused before any worker started" bash -c "! grep -q 'starting 2 workers' '$IT_TMP/mhid_ddp.out'"
+LT_MODEL__HIDDEN=-4 cli mhid_run --config "$INI" --plugin-dir "$PLUGINS" --max-steps 1 \
+    --default-root-dir "$IT_TMP/mhid_run"
+check "mhid_run: a run exits 2 ($RC)" [ "$RC" -eq 2 ]
+check "mhid_run: says the value, the need and where it came from" says mhid_run "^ltrun: error: model \
+'fashion_mnist_mlp': init failed: model\.hidden = -4.*: need hidden >= 1.*; parameters set: \
+model\.hidden = -4 \(env LT_MODEL__HIDDEN\)\$"
+show_tail "$IT_TMP/mhid_run.err" 1
 
 # Lightning's limit_*_batches: a fraction in [0, 1] or a whole count (1e20:
 # all batches, test_trainer); 2.5 is neither.
 echo "ltrun_cli: --check of trainer.limit_*_batches"
 cli lim_half --config "$INI" --plugin-dir "$PLUGINS" --check --set trainer.limit_train_batches=2.5
-refused lim_half "^ltrun: error: trainer\.limit_train_batches = 2\.5 \(--set\) is above 1 and not a whole number; use a fraction in \[0, 1\] or a whole number of batches\$"
+refused lim_half "^ltrun: error: trainer\.limit_train_batches = 2\.5 \(--set\) is above 1 and not a \
+whole number; use a fraction in \[0, 1\] or a whole number of batches\$"
 cli lim_nan --config "$INI" --plugin-dir "$PLUGINS" --check --set trainer.limit_val_batches=nan
 refused lim_nan "trainer\.limit_val_batches = 'nan' \(--set\) is not a finite number"
+
+# An empty plugin name used to reach the registry as a missing argument
+# ("lt_registry_load: registry, plugin name and output are required").
+echo "ltrun_cli: --check of empty plugin names"
+for f in strategy precision accelerator; do
+    cli "empty_$f" --config "$INI" --plugin-dir "$PLUGINS" --check --$f ""
+    refused "empty_$f" "^ltrun: error: trainer\.$f = '' \(--$f\) is empty; use (auto or )?one of \
+[a-z0-9_, -]+ \(ltrun --list-plugins shows what is installed\)\$"
+done
+check "empty_strategy: lists ddp and single_device" \
+    says empty_strategy "one of .*\bddp\b.*\bsingle_device\b"
+check "empty_precision: lists 32-true, and no auto" \
+    bash -c "grep -q 'use one of .*32-true' '$IT_TMP/empty_precision.err'"
+check "empty_accelerator: lists cpu" says empty_accelerator "use auto or one of .*\bcpu\b"
+LT_TRAINER__STRATEGY= cli empty_env --config "$INI" --plugin-dir "$PLUGINS" --check
+refused empty_env \
+    "^ltrun: error: trainer\.strategy = '' \(env LT_TRAINER__STRATEGY\) is empty; use auto or one of "
 
 echo "ltrun_cli: a config file that does not exist"
 cli nofile --config /nonexistent.ini --plugin-dir "$PLUGINS" --check

@@ -39,7 +39,10 @@ typedef struct lt_module_desc {
     lt_plugin_header hdr;
 
     /* Required. Builds the layers (lt_linear_new ...) and registers every
-     * parameter of one replica. Parameter values do not exist yet. */
+     * parameter of one replica. Parameter values do not exist yet. Refuse
+     * bad parameters here (lt_set_error naming the key, LT_ERR_INVALID):
+     * `ltrun --check` calls init, then teardown, once on a model that never
+     * gets weights, so it reports them too. */
     lt_status (*init)(lt_ctx *ctx, lt_model *model);
     /* Required. Forward pass of one (micro-)batch in training; *loss receives
      * the scalar to minimise (a tensor of the step). May log metrics. */

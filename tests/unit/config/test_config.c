@@ -472,18 +472,77 @@ static void test_open_section(void) {
     CU_ASSERT_EQUAL(lt_config_set_arg(c, "hooks.init_dist_connection=./libmine.so:my_init", NULL,
                                       err, sizeof err), LT_OK);
     CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_OK);
-    /* Declared keys in an open section are still type-checked. */
-    CU_ASSERT_EQUAL(lt_config_declare(c, "model", "hidden", LT_PARAM_INT, "64", "units"), LT_OK);
-    CU_ASSERT_EQUAL(lt_config_set_arg(c, "model.hidden=many", NULL, err, sizeof err), LT_OK);
+    /* Declared keys in an open section are still type-checked, and it stays
+     * open ([model] does not: test_model_section). */
+    CU_ASSERT_EQUAL(lt_config_declare(c, "hooks", "timeout", LT_PARAM_INT, "5", "s"), LT_OK);
+    CU_ASSERT_EQUAL(lt_config_set_arg(c, "hooks.timeout=many", NULL, err, sizeof err), LT_OK);
     CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
-    ASSERT_CONTAINS(err, "model.hidden = 'many' (--set model.hidden=many) is not an integer");
+    ASSERT_CONTAINS(err, "hooks.timeout = 'many' (--set hooks.timeout=many) is not an integer");
     /* A closed section refuses the same thing. */
     lt_status closed_st = lt_config_declare_section(c, "closed", false);
     CU_ASSERT_EQUAL(closed_st, LT_OK);
-    lt_config_set_arg(c, "model.hidden=3", NULL, err, sizeof err);
+    lt_config_set_arg(c, "hooks.timeout=3", NULL, err, sizeof err);
     lt_config_set_arg(c, "closed.anything=1", NULL, err, sizeof err);
     CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
     ASSERT_CONTAINS(err, "unknown key 'anything' in [closed]");
+    lt_config_free(c);
+}
+
+/* A config with the MLP's parameter table declared in [model], as the trainer
+ * declares the table of the module it loaded. */
+static lt_config *with_mlp_params(lt_config *c) {
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(lt_config_declare(c, "model", "hidden", LT_PARAM_INT, "512", "width"), LT_OK);
+    CU_ASSERT_EQUAL(lt_config_declare(c, "model", "layers", LT_PARAM_INT, "2", "depth"), LT_OK);
+    CU_ASSERT_EQUAL(lt_config_declare(c, "model", "dropout", LT_PARAM_FLOAT, "0", "p"), LT_OK);
+    return c;
+}
+
+/* [model] takes any key until the module's parameters are declared in it;
+ * then a misspelt one is refused like one in [trainer], from every source. */
+static void test_model_section(void) {
+    const char *path;
+    lt_config *c = from_ini("model.ini", "[model]\nname = mlp\nhiden = 32\n", &path);
+    CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_OK); /* no table (yet) */
+    with_mlp_params(c);
+    CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
+    char want[512];
+    snprintf(want, sizeof want, "unknown key 'hiden' in [model] (%s:3); did you mean 'hidden'?",
+             path);
+    ASSERT_STR(err, want);
+    lt_config_free(c);
+
+    c = with_mlp_params(lt_config_new());
+    CU_ASSERT_EQUAL(lt_config_set_arg(c, "model.hiden=3", NULL, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
+    ASSERT_STR(err, "unknown key 'hiden' in [model] (--set model.hiden=3); did you mean 'hidden'?");
+    lt_config_free(c);
+
+    c = with_mlp_params(lt_config_new());
+    char *env[] = {"LT_MODEL__HIDEN=3", NULL};
+    CU_ASSERT_EQUAL(lt_config_load_env(c, env, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
+    ASSERT_STR(err, "unknown key 'hiden' in [model] (env LT_MODEL__HIDEN); did you mean 'hidden'?");
+    lt_config_free(c);
+
+    /* Nothing near: the module's keys are listed; a core key of another
+     * section is pointed to; the declared ones pass. */
+    c = with_mlp_params(lt_config_new());
+    lt_config_set_arg(c, "model.colour=red", NULL, err, sizeof err);
+    CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
+    ASSERT_CONTAINS(err, "unknown key 'colour' in [model] (--set model.colour=red); known keys: "
+                         "name, hidden, layers, dropout");
+    ASSERT_ONE_LINE(err);
+    lt_config_free(c);
+    c = with_mlp_params(lt_config_new());
+    lt_config_set_arg(c, "model.max_epochs=3", NULL, err, sizeof err);
+    CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
+    ASSERT_CONTAINS(err, "did you mean trainer.max_epochs?");
+    lt_config_free(c);
+    c = with_mlp_params(lt_config_new());
+    lt_config_set_arg(c, "model.hidden=32", NULL, err, sizeof err);
+    lt_config_set_arg(c, "model.dropout=0.5", NULL, err, sizeof err);
+    CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_OK);
     lt_config_free(c);
 }
 
@@ -619,7 +678,8 @@ static void test_rules(void) {
         {"trainer.seed=abc", "trainer.seed = 'abc' (flag --x) is not an integer; empty = a random seed"},
         {"trainer.seed=1.5", "is not an integer"},
         {"trainer.seed=-1", "trainer.seed = -1 (flag --x) must be >= 0"},
-        {"trainer.limit_train_batches=all", "trainer.limit_train_batches = 'all' (flag --x) is not a number"},
+        {"trainer.limit_train_batches=all",
+         "trainer.limit_train_batches = 'all' (flag --x) is not a finite number"},
         {"trainer.limit_val_batches=-1", "trainer.limit_val_batches = -1 (flag --x) must be >= 0"},
         {"trainer.default_root_dir=", "trainer.default_root_dir = '' (flag --x) must not be empty; use ."},
         {"data.batch_size=0", "data.batch_size = 0 (flag --x) must be >= 1"},
@@ -659,6 +719,47 @@ static void test_rules(void) {
         if (err[0]) fprintf(stderr, "\n  %s refused: %s", good[k], err);
     }
     lt_config_free(c);
+}
+
+/* limit_*_batches as Lightning reads them: a fraction in [0, 1] or a whole
+ * count; a count past int64 (1e20) is a count like any other (all batches,
+ * lt_limit_batches), a non-whole one above 1 or a non-finite one is refused. */
+static void test_limit_batches(void) {
+    struct {
+        const char *assignment, *message;
+    } bad[] = {
+        {"trainer.limit_train_batches=2.5",
+         "trainer.limit_train_batches = 2.5 (flag --x) is above 1 and not a whole number; "
+         "use a fraction in [0, 1] or a whole number of batches"},
+        {"trainer.limit_val_batches=1e20.5", "'1e20.5' (flag --x) is not a finite number"},
+        {"trainer.limit_test_batches=nan", "'nan' (flag --x) is not a finite number"},
+        {"trainer.limit_train_batches=inf", "'inf' (flag --x) is not a finite number"},
+        {"trainer.limit_train_batches=1e400", "'1e400' (flag --x) is not a finite number"},
+        {"trainer.limit_train_batches=-1e20", "= -1e20 (flag --x) must be >= 0"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        lt_config *c = lt_config_new();
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        CU_ASSERT_EQUAL(lt_config_set_arg(c, bad[k].assignment, "flag --x", err, sizeof err),
+                        LT_OK);
+        err[0] = 0;
+        CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
+        ASSERT_CONTAINS(err, bad[k].message);
+        ASSERT_ONE_LINE(err);
+        lt_config_free(c);
+    }
+    const char *good[] = {"trainer.limit_train_batches=1e20", "trainer.limit_val_batches=1e300",
+                          "trainer.limit_test_batches=5.0", "trainer.limit_train_batches=1",
+                          "trainer.limit_train_batches=99999999999999999999999"};
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        lt_config *c = lt_config_new();
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        CU_ASSERT_EQUAL(lt_config_set_arg(c, good[k], NULL, err, sizeof err), LT_OK);
+        err[0] = 0;
+        CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_OK);
+        if (err[0]) fprintf(stderr, "\n  %s refused: %s", good[k], err);
+        lt_config_free(c);
+    }
 }
 
 /* Every core key's default passes its own rule when set explicitly. */
@@ -788,11 +889,13 @@ int main(void) {
         {"INI syntax errors", test_ini_syntax_errors},
         {"missing file", test_missing_file},
         {"open section", test_open_section},
+        {"[model] closes at the module's parameters", test_model_section},
         {"case, quotes, comments, long lines", test_values_case_quotes_comments},
         {"print", test_print},
         {"declare", test_declare},
         {"edit distance", test_edit_distance},
         {"choices and ranges of core keys", test_rules},
+        {"limit_*_batches: fraction or whole count", test_limit_batches},
         {"defaults obey their rules", test_defaults_obey_rules},
         {"removed keys are unknown", test_removed_keys},
         {"lt_param_* parse like the config", test_param_readers},

@@ -603,6 +603,29 @@ static void test_bad_values_refused_early(void) {
     expect_new_fails("trainer.seed=abc", "trainer.seed=abc", "trainer.seed = 'abc' (--set) is not an integer");
 }
 
+/* [model] holds the loaded module's parameters and nothing else: a misspelt
+ * one used to be kept silently while the model trained with the default. */
+static void test_bad_model_key(void) {
+    expect_new_fails("model.hiden=3", "model.hiden=3",
+                     "unknown key 'hiden' in [model] (--set); did you mean 'hidden'?");
+    expect_new_fails("model.limit_train_batches=3", "model.limit_train_batches=3",
+                     "unknown key 'limit_train_batches' in [model] (--set); did you mean "
+                     "trainer.limit_train_batches?");
+}
+
+/* A count of batches past int64 (1e20) takes all of them, as Lightning's
+ * int(1e20) does; it used to wrap to a negative count, "training has no
+ * batches". */
+static void test_huge_batch_limit(void) {
+    char root[512];
+    new_dir(root, sizeof root, "hugelimit");
+    const char *const extra[] = {"trainer.limit_train_batches=1e20", "trainer.max_epochs=1",
+                                 "trainer.max_steps=3", "trainer.limit_val_batches=1e300", NULL};
+    result r = fit(root, extra, NULL);
+    fit_ok(&r, "limit_train_batches=1e20");
+    result_free(&r);
+}
+
 /* ---- main ------------------------------------------------------------------------------- */
 
 static bool find_data(void) {
@@ -640,6 +663,8 @@ int main(void) {
     CU_add_test(s, "f. args struct ending before ignore_env", test_short_args_struct);
     CU_add_test(s, "f. empty checkpoint path and default_root_dir", test_empty_paths);
     CU_add_test(s, "f. values the workers would refuse fail at lt_trainer_new", test_bad_values_refused_early);
+    CU_add_test(s, "f. a [model] key the module does not declare", test_bad_model_key);
+    CU_add_test(s, "limit_train_batches = 1e20 takes every batch", test_huge_batch_limit);
     CU_add_test(s, "environment auto: every environment plugin is scored", test_environment_auto_scores_every_plugin);
     CU_add_test(s, "gradient clipping by value", test_clip_by_value);
     int rc = lt_cunit_run();

@@ -1,0 +1,40 @@
+/* lt_trainer_check_model: the module's init on a model that never gets
+ * weights. A parameter table has no ranges (lt_param_spec: name, type,
+ * default, help), so a module judges its parameters in init; running init
+ * here puts that judgement into --check. Init only declares layers and
+ * parameters (lt/module.h), so nothing is allocated on a device or drawn at
+ * random: the kernels stay NULL and no accelerator is set up. */
+#include <stdio.h>
+#include <string.h>
+#include "trainer_internal.h"
+#include "model_check.h"
+
+lt_status lt_run_init_failed(lt_run *r, const lt_ctx *ctx, const lt_model *m, lt_status st) {
+    char set[512];
+    const char *why = m && m->error[0] ? m->error : lt_last_error(ctx);
+    lt_param_set_list(ctx, set, sizeof set);
+    return lt_run_fail(r, st, "model '%s': init failed: %s%s%s", ctx->name,
+                       *why ? why : lt_status_str(st), *set ? "; parameters set: " : "", set);
+}
+
+lt_status lt_trainer_check_model(lt_trainer *t) {
+    lt_run *r = &t->run;
+    if (!r->module.loaded) return LT_OK;
+    lt_precision_dtypes dt = {.struct_size = sizeof dt};
+    lt_status st = LT_PREC(r)->dtypes(&r->precision.ctx, &dt);
+    if (st != LT_OK) return lt_run_hook_failed(r, &r->precision, "dtypes", st);
+    lt_model *m = lt_model_new((lt_dtype)dt.compute, r->accel.desc, &r->accel.ctx, NULL);
+    if (!m) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory");
+    /* A copy of the context: the state init makes is this model's, and
+     * teardown (owed whenever init ran) frees it. */
+    lt_ctx c = r->module.ctx;
+    c.state = NULL;
+    memset(c.keyed, 0, sizeof c.keyed);
+    lt_clear_error();
+    st = LT_MOD(r)->init(&c, m);
+    if (st == LT_OK && m->status != LT_OK) st = m->status;
+    if (st != LT_OK) lt_run_init_failed(r, &c, m, st); /* before teardown may set another error */
+    if (LT_MOD(r)->teardown) LT_MOD(r)->teardown(&c);
+    lt_model_free(m);
+    return st;
+}
