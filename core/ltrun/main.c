@@ -86,6 +86,14 @@ int main(int argc, char **argv) {
          * init: built once without weights. Only here, where nothing trains
          * afterwards (a run's workers judge them when they build the model). */
         st = lt_trainer_check_model(t);
+        if (st == LT_OK) st = lt_trainer_check_ckpt(t, a.ckpt_path, !a.validate_only && !a.test_only);
+        lt_launch_info info; /* --nnodes, --node-rank, --rdzv-endpoint: judged for a launch */
+        if (st == LT_OK && (st = lt_trainer_launch_info(t, &info)) != LT_OK) {
+            fprintf(stderr, "ltrun: error: %s\n", lt_last_error(NULL));
+            lt_trainer_free(t);
+            ltrun_args_free(&a);
+            return exit_status(st);
+        }
         if (st != LT_OK) {
             fprintf(stderr, "ltrun: error: %s\n", lt_trainer_error(t));
             lt_trainer_free(t);

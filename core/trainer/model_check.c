@@ -38,3 +38,18 @@ lt_status lt_trainer_check_model(lt_trainer *t) {
     lt_model_free(m);
     return st;
 }
+
+/* The checkpoint a run would load: named, found and with a header lt can
+ * read (the tensors are matched against the model when it loads). "last"
+ * with no file yet is fine for a fit, which then starts fresh. */
+lt_status lt_trainer_check_ckpt(lt_trainer *t, const char *path, bool fit) {
+    if (!path) return LT_OK;
+    LT_CHECK(lt_trainer_set_ckpt_path(t, path));
+    LT_CHECK(lt_checkpoint_resolve(t, fit));
+    if (!t->ckpt_path[0]) return LT_OK;
+    uint64_t seed;
+    bool found;
+    char err[1024];
+    lt_status st = lt_checkpoint_peek_seed(t->ckpt_path, &seed, &found, err, sizeof err);
+    return st == LT_OK ? LT_OK : lt_run_fail(&t->run, st, "--ckpt-path: %s", err);
+}

@@ -1,6 +1,6 @@
 /* `ltrun --check` builds the module once without weights, so what its init
  * refuses (model.hidden = 0, model.dropout = -1) fails the check as a bad
- * core key does. For ltrun; not part of the public API. */
+ * core key does, and opens the checkpoint a run would load. For ltrun; not part of the public API. */
 #ifndef LT_MODEL_CHECK_H
 #define LT_MODEL_CHECK_H
 
@@ -13,5 +13,10 @@
  * afterwards: a module may count the inits of its process (one per dp
  * replica, lt/module.h), and this would be one more. */
 lt_status lt_trainer_check_model(lt_trainer *t);
+
+/* --check's look at --ckpt-path (NULL: none): "last"/"best" resolved as the
+ * run would (fit: a missing last starts fresh), the file opened and its
+ * header and lt metadata read, refused in one line as the run would. */
+lt_status lt_trainer_check_ckpt(lt_trainer *t, const char *path, bool fit);
 
 #endif

@@ -271,4 +271,20 @@ check "override: the same flag twice, last wins: exits 0 ($RC)" [ "$RC" -eq 0 ]
 check "override: with 1 device" says override "cpu \(1 device\)"
 cli agree --config "$INI" --plugin-dir "$PLUGINS" --devices 2 --nproc-per-node 2 --strategy ddp --check
 check "agree: two spellings, one value: exits 0 ($RC)" [ "$RC" -eq 0 ]
+
+# --check judges what a run would refuse before training: the launch
+# (node rank, elastic node counts, rendezvous endpoint) and the checkpoint.
+echo "ltrun_cli: --check on launch settings and --ckpt-path"
+printf 'junk' >"$IT_TMP/junk.safetensors"
+contradiction noderank "launcher\.node_rank = 5 must be in \[0, 2\)" --strategy ddp --num-nodes 2 --node-rank 5
+contradiction nnodes41 "launcher\.nnodes = '4:1' \(--nnodes\): expected MIN:MAX" --strategy ddp --nnodes 4:1
+contradiction rdzvport "launcher\.rdzv_endpoint = '127\.0\.0\.1:99999'" --strategy ddp --nnodes 1:2 \
+    --rdzv-endpoint 127.0.0.1:99999
+contradiction nockpt "--ckpt-path: checkpoint /nonexistent\.safetensors: cannot open" --ckpt-path /nonexistent.safetensors
+cli junkckpt --config "$INI" --plugin-dir "$PLUGINS" --ckpt-path "$IT_TMP/junk.safetensors" --check
+check "junkckpt: a corrupt file exits 1, as the run would ($RC)" [ "$RC" -eq 1 ]
+check "junkckpt: one line" one_line junkckpt
+check "junkckpt: names the file" says junkckpt "--ckpt-path: checkpoint $IT_TMP/junk\.safetensors"
+cli lastfresh --config "$INI" --plugin-dir "$PLUGINS" --default-root-dir "$IT_TMP/none" --ckpt-path last --check
+check "lastfresh: --ckpt-path last with nothing saved yet is fine for a fit ($RC)" [ "$RC" -eq 0 ]
 it_finish
