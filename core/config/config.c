@@ -310,8 +310,8 @@ typedef struct core_key {
 #define LIMIT_HINT "use a fraction in [0, 1] or a whole number of batches"
 /* What limit_*_batches means; lt_limit_batches (trainer_fit.c) applies it. */
 #define LIMIT_HELP(what) \
-    "a fraction in [0, 1] (1 = all) or a whole number of " what " batches; a count above " \
-    "the batches there are (1e20) takes all of them"
+    "a fraction in [0, 1] (1.0 = all) or a whole number of " what " batches (an integer " \
+    "counts, as in Lightning: 1 = one batch); a count above the batches there are takes all"
 /* Kept in an int by the code that reads it. */
 #define INT_TOP 2147483647.0
 /* Seconds the launcher and the process group turn into int milliseconds. */

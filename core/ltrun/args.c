@@ -220,7 +220,10 @@ int ltrun_parse_args(int argc, char **argv, ltrun_args *a) {
             }
         }
     }
-    return check_contradictions(a);
+    /* ltrun's workers get the user's arguments, which ltrun checked, plus its
+     * own overrides (--devices from auto_select_gpus, an elastic round's
+     * --num-nodes), meant to win over what the user wrote. */
+    return getenv("LT_STATUS_FD") ? 0 : check_contradictions(a);
 }
 
 void ltrun_args_free(ltrun_args *a) {

@@ -196,7 +196,9 @@ static bool check_fd(int fd, char *why, size_t len) {
 }
 
 bool registry_elf_loadable(const char *path, char *why, size_t len) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO named like a plugin is refused as not a regular
+     * file instead of blocking until something writes to it */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0 && errno == ENOENT) {
         snprintf(why, len, "no such file; check the path (a relative path is taken from the "
                  "current directory)");

@@ -5,59 +5,67 @@
  * --ckpt-path last/best, ltrun's restarts, elastic rounds and a requeued
  * SLURM job read; Lightning's ModelCheckpoint keeps the older file too (it
  * versions the newer name instead, a choice lt cannot copy without breaking
- * those readers). A run resuming from one of these files continues it and
- * overwrites as before. Only rank 0 writes checkpoints, so only it looks. */
+ * those readers). A run resuming from one of these plain files continues
+ * it and overwrites as before; one resuming from last-vN keeps them. Only
+ * rank 0 writes checkpoints, so only it looks. */
+#define _GNU_SOURCE /* renameat2, RENAME_NOREPLACE */
 #include <errno.h>
-#include <limits.h>
+#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "trainer_internal.h"
 
-static bool file_exists(const char *path) {
+/* Anything at that name, a dangling symlink too: never renamed over. */
+static bool name_taken(const char *path) {
     struct stat sb;
-    return stat(path, &sb) == 0;
+    return lstat(path, &sb) == 0;
 }
 
-/* Whether the run resumes from a file in this checkpoint directory. */
-static bool resumes_here(const lt_trainer *t, const char *dir) {
+/* Whether the run resumes from one of the plain files (the same file, so a
+ * symlink and its target count as one): it continues that run. Resuming
+ * from last-v1 continues an older run, and the newest run's plain files
+ * are kept from it as from a new run. */
+static bool resumes_from(const lt_trainer *t, char from[2][1200], const bool have[2]) {
     if (!t->ckpt_path[0] || t->ckpt_fresh) return false;
-    char a[PATH_MAX], b[PATH_MAX];
-    if (!realpath(t->ckpt_path, a) || !realpath(dir, b)) return false;
-    size_t n = strlen(b);
-    return !strncmp(a, b, n) && a[n] == '/' && !strchr(a + n + 1, '/');
+    struct stat a, b;
+    if (stat(t->ckpt_path, &a) != 0) return false;
+    for (int i = 0; i < 2; i++)
+        if (have[i] && stat(from[i], &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+            return true;
+    return false;
 }
 
 lt_status lt_checkpoint_keep_earlier(lt_trainer *t) {
     lt_run *r = &t->run;
     const char *dir = t->opt.ckpt.dir;
-    if (!t->opt.ckpt.enabled || r->world.global_rank != 0 || resumes_here(t, dir)) return LT_OK;
+    if (!t->opt.ckpt.enabled || r->world.global_rank != 0) return LT_OK;
     static const char *const names[] = {"last", "best"};
     char from[2][1200], to[2][1200];
     bool have[2] = {false, false};
     for (int i = 0; i < 2; i++) {
         snprintf(from[i], sizeof from[i], "%s/%s.safetensors", dir, names[i]);
-        have[i] = file_exists(from[i]);
+        have[i] = name_taken(from[i]);
     }
-    if (!have[0] && !have[1]) return LT_OK;
-    int v = 1;
+    if ((!have[0] && !have[1]) || resumes_from(t, from, have)) return LT_OK;
+    int v = 1; /* the lowest N free for both names, so a pair keeps one N */
     for (;; v++) {
         bool taken = false;
-        for (int i = 0; i < 2; i++) {
-            snprintf(to[i], sizeof to[i], "%s/%s-v%d.safetensors", dir, names[i], v);
-            taken |= file_exists(to[i]);
+        for (int j = 0; j < 2; j++) {
+            snprintf(to[j], sizeof to[j], "%s/%s-v%d.safetensors", dir, names[j], v);
+            taken |= name_taken(to[j]);
         }
         if (!taken) break;
     }
     char kept[160] = "";
     for (int i = 0; i < 2; i++) {
         if (!have[i]) continue;
-        if (rename(from[i], to[i]) != 0)
+        /* NOREPLACE: a file made there since the look is not overwritten */
+        if (renameat2(AT_FDCWD, from[i], AT_FDCWD, to[i], RENAME_NOREPLACE) != 0)
             return lt_run_fail(r, LT_ERR_IO,
-                               "%s holds an earlier run's checkpoint, which this run would overwrite, and it "
-                               "could not be kept as %s: %s; move it away, or set checkpoint.dirpath (or "
-                               "trainer.default_root_dir) elsewhere", from[i], to[i], strerror(errno));
+                               "%s holds an earlier run's checkpoint, which this run would overwrite, and "
+                               "it could not be kept as %s: %s; move it away, or set checkpoint.dirpath "
+                               "(or trainer.default_root_dir) elsewhere", from[i], to[i], strerror(errno));
         size_t k = strlen(kept);
         snprintf(kept + k, sizeof kept - k, "%s%s.safetensors as %s-v%d.safetensors", k ? ", " : "",
                  names[i], names[i], v);

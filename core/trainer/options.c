@@ -62,7 +62,11 @@ static lt_status copy_key(reader *r, char *dst, size_t len, const char *sec, con
     return LT_OK;
 }
 
-/* A fraction in [0, 1] or a count of batches (Lightning's limit_*_batches). */
+/* A fraction in [0, 1] or a count of batches (Lightning's limit_*_batches):
+ * as there, an integer is a count and a float a fraction, so "1" is one
+ * batch (a quick smoke run) and "1.0", the default, all of them. Counts
+ * written as integers are stored negated (options.h); a whole float above 1
+ * (5.0, 1e20) counts too. */
 static lt_status limit(reader *r, const char *key, double *out) {
     const char *v = str(r, "trainer", key);
     char *end;
@@ -70,7 +74,9 @@ static lt_status limit(reader *r, const char *key, double *out) {
     if (*end || !(x >= 0))
         return fail(r, "trainer.%s = '%s' (%s): use a fraction in [0, 1] or a number of batches",
                     key, v, lt_config_origin(r->c, "trainer", key));
-    *out = x;
+    const char *digits = v + (*v == '+');
+    bool integer = *digits && digits[strspn(digits, "0123456789")] == 0;
+    *out = integer && x >= 1 ? -x : x;
     return LT_OK;
 }
 

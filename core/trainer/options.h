@@ -16,7 +16,8 @@ typedef struct lt_loop_options {
     int64_t accumulate;       /* accumulate_grad_batches */
     double clip_val;          /* gradient_clip_val; 0: off */
     bool clip_by_value;       /* gradient_clip_algorithm = value (else norm) */
-    double limit_train, limit_val, limit_test; /* <= 1: fraction; > 1: batches */
+    /* [0, 1]: a fraction; > 1: batches; < 0: -batches, written as an integer */
+    double limit_train, limit_val, limit_test;
     int64_t check_val_every;
     int64_t log_every;
     int64_t flush_every;      /* flush_logs_every_n_steps: metrics.csv written */

@@ -36,12 +36,14 @@ static lt_status reduce_cb(void *user, double *buf, size_t n) {
     return st;
 }
 
-/* A limit <= 1 is a fraction of the batches, above 1 a count (Lightning).
+/* A limit in [0, 1] is a fraction of the batches, above 1 a count, below 0
+ * the count of an integer literal (options.h; Lightning's int: 1 = one).
  * A count is compared as a double before it becomes an integer: 1e20 (past
  * int64) means all n batches, as Lightning's int(1e20) does, never a
  * wrapped-around negative; so does a NaN, which validation refuses anyway. */
 int64_t lt_limit_batches(int64_t n, double limit) {
-    if (limit <= 1.0) return (int64_t)floor((double)n * limit + 1e-9);
+    if (limit < 0) limit = -limit; /* an integer count (options.h), 1 included */
+    else if (limit <= 1.0) return (int64_t)floor((double)n * limit + 1e-9);
     return limit < (double)n ? (int64_t)limit : n;
 }
 
@@ -292,9 +294,10 @@ static lt_status run_fit(lt_trainer *t) {
     if (nb < 1) /* nothing would ever advance global_step: fail instead of looping */
         return lt_run_fail(r, LT_ERR_INVALID,
                            "training has no batches: %lld in the data at data.batch_size %lld, "
-                           "trainer.limit_train_batches = %g; lower the batch size or raise the limit",
+                           "trainer.limit_train_batches = %s (%s); lower the batch size or raise the limit",
                            (long long)lt_loader_num_batches(t->train_loader), (long long)t->opt.data.batch_size,
-                           t->opt.loop.limit_train);
+                           lt_config_value(r->config, "trainer", "limit_train_batches"),
+                           lt_config_origin(r->config, "trainer", "limit_train_batches"));
     if (r->batch_in_epoch > nb && t->world_changed) r->batch_in_epoch = nb; /* that epoch's samples are done */
     if (r->batch_in_epoch > nb)
         return lt_run_fail(r, LT_ERR_MISMATCH,

@@ -48,7 +48,8 @@ lt_status lt_trainer_eval_loop(lt_trainer *t, int stage, lt_loader *l, double li
  * <the model's or the plugin's message>; parameters set: model.hidden = 0
  * (--set)", so the refusal says where the values came from. Returns st. */
 lt_status lt_run_init_failed(lt_run *r, const lt_ctx *ctx, const lt_model *m, lt_status st);
-/* trainer_fit.c: a limit <= 1 is a fraction of n batches, above 1 a count. */
+/* trainer_fit.c: a limit in [0, 1] is a fraction of n batches, above 1 a
+ * count, below 0 a count written as an integer (options.h). */
 int64_t lt_limit_batches(int64_t n, double limit);
 /* monitor.c: checkpoint.monitor. check: before the first step, refuses a
  * validation metric this fit never logs (nb: batches per epoch). missing:
@@ -80,9 +81,9 @@ lt_status lt_checkpoint_resolve(lt_trainer *t, bool fit);
 /* Rank 0 only: removes the temp files of killed writers of path, or with
  * path NULL of the run's last and best checkpoints. Never fails the run. */
 void lt_checkpoint_clean_temps(lt_trainer *t, const char *path);
-/* checkpoint_keep.c: before a fit that does not resume from a file in
- * checkpoint.dirpath, renames an earlier run's last/best there to the lowest
- * free last-vN/best-vN (rank 0 only). */
+/* checkpoint_keep.c: before a fit that does not resume from checkpoint.dirpath's
+ * last or best itself, renames them to the lowest free last-vN/best-vN
+ * (rank 0 only). */
 lt_status lt_checkpoint_keep_earlier(lt_trainer *t);
 /* log_dir.c */
 /* mkdir -p; the error names `key`, the setting that chose the path. */

@@ -315,11 +315,16 @@ static lt_status check_one_process(lt_run *r) {
     int64_t nodes = 1;
     lt_config_int(r->config, "trainer", "num_nodes", &nodes, NULL, 0);
     const char *s = r->strategy.ctx.name;
-    if (!strcasecmp(s, "single_device") && (r->devices.count > 1 || nodes > 1))
+    /* devices = auto (every GPU of the node) is not a request for several:
+     * single_device takes the first, as it always has. */
+    bool asked = lt_config_source_of(r->config, "trainer", "devices") != LT_SRC_DEFAULT;
+    if (!strcasecmp(s, "single_device") && ((asked && r->devices.count > 1) || nodes > 1))
         return lt_run_fail(r, LT_ERR_MISMATCH,
-                           "strategy single_device runs one process on one device, but trainer.devices gives %d "
-                           "and trainer.num_nodes is %lld; set devices=1 and num_nodes=1, or use strategy ddp",
-                           r->devices.count, (long long)nodes);
+                           "strategy single_device runs one process on one device, but trainer.devices = %s "
+                           "(%s) gives %d and trainer.num_nodes = %lld (%s); set devices=1 and num_nodes=1, "
+                           "or use strategy ddp", cfg(r, "trainer", "devices"),
+                           lt_config_origin(r->config, "trainer", "devices"), r->devices.count,
+                           (long long)nodes, lt_config_origin(r->config, "trainer", "num_nodes"));
     const lt_environment_desc *e = LT_ENV(r);
     int world = 1, rank = 0;
     lt_status st = e->world_size(&r->env.ctx, &world);
@@ -328,9 +333,11 @@ static lt_status check_one_process(lt_run *r) {
     if (st != LT_OK) return lt_run_hook_failed(r, &r->env, "global_rank", st);
     if (world > 1)
         return lt_run_fail(r, LT_ERR_MISMATCH,
-                           "the environment (%s) reports %d processes (this one rank %d), but strategy '%s' runs "
-                           "the whole job in one process; use strategy ddp with num_nodes x devices = %d "
-                           "(torchrun --nproc-per-node N: --devices N), or start one process",
+                           "the environment (%s, from the launcher's variables) reports %d processes (this "
+                           "one rank %d), but strategy '%s' runs the whole job in one process; use strategy "
+                           "ddp with num_nodes x devices = %d (torchrun --nproc-per-node N: --devices N), "
+                           "or start one process (in a SLURM or MPI allocation that did not start it: "
+                           "environment.name=lightning)",
                            r->env.ctx.name, world, rank, s, world);
     return LT_OK;
 }

@@ -19,7 +19,8 @@
 #   d. a new run in a directory holding an earlier run's last and best keeps
 #      them as last-v1 / best-v1 (byte for byte, one line saying so) and
 #      saves its own under the plain names; a third run keeps the second's
-#      as -v2; a run resuming from the directory's last overwrites it.
+#      as -v2; a run resuming from the directory's last overwrites it, one
+#      resuming from last-v1 keeps the plain ones as -v3.
 source "$(dirname "$0")/common.sh"
 it_init checkpoint_faults "$@"
 command -v python3 >/dev/null || it_skip "no python3 to write weights-only files (scripts/install-deps.sh installs it)"
@@ -196,4 +197,11 @@ check "keep4: keeps nothing" bash -c "! grep -q 'held an earlier' '$IT_TMP/keep4
 check "keep4: no -v3 files" bash -c "! ls '$K/checkpoints' | grep -q v3"
 check "keep4: last.safetensors continues the resumed run (epoch 2, seed 3)" \
     [ "$(meta "$K/checkpoints/last.safetensors" lt.epoch)/$(meta "$K/checkpoints/last.safetensors" lt.seed)" = 2/3 ]
+# Resuming from an older run's last-v1 continues that run: the newest run's
+# plain files are kept from it too (as -v3), not overwritten.
+cp "$K/checkpoints/last.safetensors" "$IT_TMP/keep4.last"
+run_ltrun keep5 "${BASE[@]}" "${KEEP[@]}" --max-epochs 2 --ckpt-path "$K/checkpoints/last-v1.safetensors"
+check "keep5 (resumes from last-v1): exits 0" [ "$RC" -eq 0 ]
+check "keep5: the newest run's last is kept as last-v3, byte for byte" cmp -s "$IT_TMP/keep4.last" "$K/checkpoints/last-v3.safetensors"
+check "keep5: last.safetensors continues the first run (seed 1)" [ "$(meta "$K/checkpoints/last.safetensors" lt.seed)" = 1 ]
 it_finish

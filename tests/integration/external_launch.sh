@@ -84,11 +84,11 @@ refused() { # refused LABEL "ENV" NEEDLE args...
     check "$label: trained nothing" bash -c "! grep -q 'epoch 0 done' '$IT_TMP/$label.out'"
 }
 echo "external_launch: one-process strategies under a launcher of 2, bad launcher variables"
-refused auto_te "$COMMON_TE RANK=1 LOCAL_RANK=1" \
-    "the environment (torchelastic) reports 2 processes (this one rank 1), but strategy 'single_device'"
+refused auto_te "$COMMON_TE RANK=0 LOCAL_RANK=0" \
+    "the environment (torchelastic, from the launcher's variables) reports 2 processes (this one rank 0), but strategy 'single_device'"
 refused dp_slurm "$COMMON_SLURM SLURM_PROCID=0 SLURM_LOCALID=0" \
-    "the environment (slurm) reports 2 processes (this one rank 0), but strategy 'dp'" --strategy dp
+    "the environment (slurm, from the launcher's variables) reports 2 processes (this one rank 0), but strategy 'dp'" --strategy dp
 refused rank_abc "WORLD_SIZE=2 RANK=abc" "RANK='abc' is not an integer"
-refused single2 "" "strategy single_device runs one process on one device, but trainer.devices gives 2" \
+refused single2 "" "strategy single_device runs one process on one device, but trainer.devices = 2 (--devices) gives 2" \
     --strategy single_device --devices 2
 it_finish

@@ -79,7 +79,8 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
             }                                                                                \
             for (int64_t oy = 0; oy < g->oh; oy++) {                                         \
                 const T *r0 = in + 2 * oy * g->w, *r1 = r0 + g->w;                           \
-                const float *w0 = wide ? wide + 2 * oy * g->w : NULL, *w1 = w0 + g->w;       \
+                const float *w0 = wide ? wide + 2 * oy * g->w : NULL;                        \
+                const float *w1 = wide ? w0 + g->w : NULL;                                   \
                 int32_t base = (int32_t)(2 * oy * g->w);                                     \
                 for (int64_t ox = 0; ox < g->ow; ox++) {                                     \
                     C v[4];                                                                  \

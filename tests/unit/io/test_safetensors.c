@@ -358,7 +358,8 @@ static void test_not_a_file(void) {
     /* a FIFO is refused at once, not waited on for a writer */
     CU_ASSERT_EQUAL_FATAL(mkfifo(in_dir(p, "afifo"), 0644), 0);
     expect_fail(p, LT_ERR_INVALID, "is not a regular file");
-    rmdir(p);
+    unlink(p);
+    rmdir(in_dir(p, "adir"));
 }
 
 /* ---- writer input checks ------------------------------------------------ */

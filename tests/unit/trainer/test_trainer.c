@@ -626,6 +626,37 @@ static void test_huge_batch_limit(void) {
     result_free(&r);
 }
 
+/* Lightning's types: an integer limit counts batches, a float in [0, 1] is a
+ * fraction. 2 epochs at limit 1 are 2 steps; at 1.0 the step count of two
+ * whole epochs. */
+static void test_integer_batch_limit(void) {
+    char r1[512], rf[512], ck[600], err[1024];
+    new_dir(r1, sizeof r1, "limit-one");
+    new_dir(rf, sizeof rf, "limit-frac");
+    const char *const one[] = {"trainer.limit_train_batches=1", "trainer.max_epochs=2", NULL};
+    const char *const half[] = {"trainer.limit_train_batches=0.01", "trainer.max_epochs=1", NULL};
+    result a = fit(r1, one, NULL), b = fit(rf, half, NULL);
+    if (fit_ok(&a, "limit_train_batches=1")) {
+        ckpt_of(ck, sizeof ck, r1);
+        lt_st_file *f = NULL;
+        lt_status st = lt_st_open(ck, &f, err, sizeof err);
+        CU_ASSERT_EQUAL_FATAL(st, LT_OK);
+        expect_meta(f, "lt.global_step", "2");
+        lt_st_close(f);
+    }
+    if (fit_ok(&b, "limit_train_batches=0.01")) { /* a fraction: more than one batch */
+        ckpt_of(ck, sizeof ck, rf);
+        lt_st_file *f = NULL;
+        lt_status st = lt_st_open(ck, &f, err, sizeof err);
+        CU_ASSERT_EQUAL_FATAL(st, LT_OK);
+        const char *v = lt_st_meta(f, "lt.global_step");
+        CU_ASSERT(v && atoi(v) > 1);
+        lt_st_close(f);
+    }
+    result_free(&a);
+    result_free(&b);
+}
+
 /* ---- main ------------------------------------------------------------------------------- */
 
 static bool find_data(void) {
@@ -665,6 +696,7 @@ int main(void) {
     CU_add_test(s, "f. values the workers would refuse fail at lt_trainer_new", test_bad_values_refused_early);
     CU_add_test(s, "f. a [model] key the module does not declare", test_bad_model_key);
     CU_add_test(s, "limit_train_batches = 1e20 takes every batch", test_huge_batch_limit);
+    CU_add_test(s, "limit_train_batches: an integer counts, a float is a fraction", test_integer_batch_limit);
     CU_add_test(s, "environment auto: every environment plugin is scored", test_environment_auto_scores_every_plugin);
     CU_add_test(s, "gradient clipping by value", test_clip_by_value);
     int rc = lt_cunit_run();
