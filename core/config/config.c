@@ -8,7 +8,9 @@
 #define _GNU_SOURCE /* memmem, environ */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
+#include <poll.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -16,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "lt/core.h"
 #include "config.h"
 #include "common/text.h"
@@ -630,7 +634,36 @@ typedef struct ini_state {
     lt_status status;   /* set when the handler refused a value */
     char *err;
     size_t errlen;
+    char **seen;        /* "section.key" of every value this file gave, in order */
+    int *seen_line;
+    size_t nseen, cap;
 } ini_state;
+
+/* The line where this file set section.key before, or 0. Keeps the name. */
+static int ini_seen(ini_state *st, const char *sect, const char *name) {
+    char *k = xprintf("%s.%s", sect, name);
+    if (!k) return 0;
+    for (size_t i = 0; i < st->nseen; i++)
+        if (!strcasecmp(st->seen[i], k)) {
+            free(k);
+            return st->seen_line[i];
+        }
+    if (st->nseen == st->cap) {
+        size_t cap = st->cap ? 2 * st->cap : 32;
+        char **s = realloc(st->seen, cap * sizeof *s);
+        if (s) st->seen = s;
+        int *l = s ? realloc(st->seen_line, cap * sizeof *l) : NULL;
+        if (l) st->seen_line = l;
+        if (!s || !l) {
+            free(k);
+            return 0; /* out of memory: the duplicate check only */
+        }
+        st->cap = cap;
+    }
+    st->seen[st->nseen] = k;
+    st->seen_line[st->nseen++] = st->lineno;
+    return 0;
+}
 
 /* Lines longer than this are refused with an error; inih would split them. */
 #define LT_INI_MAX_LINE (1 << 24)
@@ -669,6 +702,15 @@ static int ini_on_value(void *user, const char *sect, const char *name, const ch
         const char *home = section_of_key(st->c, name);
         seterr(st->err, st->errlen, "%s:%d: '%s' comes before any [section] header; put it "
                "under [%s]", st->path, st->lineno, name, home ? home : "trainer");
+        st->status = LT_ERR_INVALID;
+        return 0;
+    }
+    int first = ini_seen(st, sect, name);
+    if (first) {
+        /* inih hands over a repeated key (or a repeated [section]'s) as if
+         * new: the last would win without a word */
+        seterr(st->err, st->errlen, "%s:%d: %s.%s is set twice in the file (first at %s:%d); keep one",
+               st->path, st->lineno, sect, name, st->path, first);
         st->status = LT_ERR_INVALID;
         return 0;
     }
@@ -734,13 +776,35 @@ static lt_status ini_result(const ini_state *st, int rc, char *err, size_t errle
     return LT_OK;
 }
 
+#define CONFIG_FIFO_WAIT_MS 10000
+
 lt_status lt_config_load_ini(lt_config *c, const char *path, char *err, size_t errlen) {
     if (!c || !path) return LT_ERR_INVALID;
-    FILE *f = fopen(path, "r");
+    /* O_NONBLOCK, so that a FIFO nothing writes to is refused after a wait
+     * instead of blocking for ever; a pipe (--config <(envsubst < x.ini)) has
+     * its writer and is read. Any other name that cannot be an INI file is a
+     * refused input (exit 2), as a missing one is. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat sb;
+    if (fd >= 0 && fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        bool fed = S_ISFIFO(sb.st_mode) && poll(&pfd, 1, CONFIG_FIFO_WAIT_MS) == 1;
+        if (!fed) {
+            close(fd);
+            seterr(err, errlen, "config file '%s' is %s; name an INI file", path,
+                   S_ISDIR(sb.st_mode) ? "a directory"
+                   : S_ISFIFO(sb.st_mode) ? "a FIFO nothing wrote to within 10 s"
+                                          : "not a regular file");
+            return LT_ERR_INVALID;
+        }
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     if (!f) {
         int e = errno;
+        if (fd >= 0) close(fd);
         seterr(err, errlen, "cannot open config file '%s': %s", path, strerror(e));
-        return e == ENOENT ? LT_ERR_NOT_FOUND : LT_ERR_IO;
+        return e == ENOENT ? LT_ERR_NOT_FOUND : e == EACCES ? LT_ERR_INVALID : LT_ERR_IO;
     }
     ini_state st = {.c = c, .f = f, .path = path, .at_line_start = true, .err = err,
                     .errlen = errlen};
@@ -756,6 +820,9 @@ lt_status lt_config_load_ini(lt_config *c, const char *path, char *err, size_t e
     int rc = ini_parse_stream(ini_read, &st, ini_on_value, &st);
     ini_opts_swap(saved);
     fclose(f);
+    for (size_t i = 0; i < st.nseen; i++) free(st.seen[i]);
+    free(st.seen);
+    free(st.seen_line);
     return ini_result(&st, rc, err, errlen);
 }
 

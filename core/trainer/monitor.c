@@ -16,9 +16,8 @@ static bool cannot_validate(const lt_trainer *t, char *why, size_t n) {
     else if (!t->val_loader)
         snprintf(why, n, "model '%s' gave no validation data (its setup_data)", r->module.ctx.name);
     else if (lt_limit_batches(lt_loader_num_batches(t->val_loader), o->limit_val) < 1)
-        snprintf(why, n, "trainer.limit_val_batches = %s (%s) leaves none of the %lld validation batches",
-                 lt_config_value(r->config, "trainer", "limit_val_batches"),
-                 lt_config_origin(r->config, "trainer", "limit_val_batches"),
+        snprintf(why, n, "trainer.limit_val_batches = %s leaves none of the %lld validation batches",
+                 o->limit_val_said,
                  (long long)lt_loader_num_batches(t->val_loader));
     else if (o->check_val_every < 1)
         snprintf(why, n, "trainer.check_val_every_n_epoch = 0");

@@ -67,7 +67,7 @@ static lt_status copy_key(reader *r, char *dst, size_t len, const char *sec, con
  * batch (a quick smoke run) and "1.0", the default, all of them. Counts
  * written as integers are stored negated (options.h); a whole float above 1
  * (5.0, 1e20) counts too. */
-static lt_status limit(reader *r, const char *key, double *out) {
+static lt_status limit(reader *r, const char *key, double *out, char *said, size_t said_len) {
     const char *v = str(r, "trainer", key);
     char *end;
     double x = strtod(v, &end);
@@ -77,6 +77,7 @@ static lt_status limit(reader *r, const char *key, double *out) {
     const char *digits = v + (*v == '+');
     bool integer = *digits && digits[strspn(digits, "0123456789")] == 0;
     *out = integer && x >= 1 ? -x : x;
+    if (said) snprintf(said, said_len, "%.60s (%s)", v, lt_config_origin(r->c, "trainer", key));
     return LT_OK;
 }
 
@@ -99,9 +100,10 @@ static lt_status read_loop(reader *r, lt_loop_options *o) {
         return fail(r, "trainer.gradient_clip_val = %g must be >= 0 (0: no clipping)", o->clip_val);
     /* norm or value: the config's declaration admits nothing else */
     o->clip_by_value = !strcasecmp(str(r, "trainer", "gradient_clip_algorithm"), "value");
-    LT_CHECK(limit(r, "limit_train_batches", &o->limit_train));
-    LT_CHECK(limit(r, "limit_val_batches", &o->limit_val));
-    LT_CHECK(limit(r, "limit_test_batches", &o->limit_test));
+    LT_CHECK(limit(r, "limit_train_batches", &o->limit_train, o->limit_train_said,
+                   sizeof o->limit_train_said));
+    LT_CHECK(limit(r, "limit_val_batches", &o->limit_val, o->limit_val_said, sizeof o->limit_val_said));
+    LT_CHECK(limit(r, "limit_test_batches", &o->limit_test, NULL, 0));
     o->check_val_every = i64(r, "trainer", "check_val_every_n_epoch");
     o->log_every = i64(r, "trainer", "log_every_n_steps");
     if (o->log_every < 1) o->log_every = 1;

@@ -18,6 +18,7 @@ typedef struct lt_loop_options {
     bool clip_by_value;       /* gradient_clip_algorithm = value (else norm) */
     /* [0, 1]: a fraction; > 1: batches; < 0: -batches, written as an integer */
     double limit_train, limit_val, limit_test;
+    char limit_train_said[192], limit_val_said[192]; /* "1 (--set)": as given, for messages */
     int64_t check_val_every;
     int64_t log_every;
     int64_t flush_every;      /* flush_logs_every_n_steps: metrics.csv written */

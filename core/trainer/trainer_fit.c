@@ -294,10 +294,9 @@ static lt_status run_fit(lt_trainer *t) {
     if (nb < 1) /* nothing would ever advance global_step: fail instead of looping */
         return lt_run_fail(r, LT_ERR_INVALID,
                            "training has no batches: %lld in the data at data.batch_size %lld, "
-                           "trainer.limit_train_batches = %s (%s); lower the batch size or raise the limit",
+                           "trainer.limit_train_batches = %s; lower the batch size or raise the limit",
                            (long long)lt_loader_num_batches(t->train_loader), (long long)t->opt.data.batch_size,
-                           lt_config_value(r->config, "trainer", "limit_train_batches"),
-                           lt_config_origin(r->config, "trainer", "limit_train_batches"));
+                           t->opt.loop.limit_train_said);
     if (r->batch_in_epoch > nb && t->world_changed) r->batch_in_epoch = nb; /* that epoch's samples are done */
     if (r->batch_in_epoch > nb)
         return lt_run_fail(r, LT_ERR_MISMATCH,

@@ -114,7 +114,6 @@ static void test_precedence(void) {
                             "[trainer]\n"
                             "max_epochs = 5\n"
                             "devices = 2\n"
-                            "num_nodes = 3\n"
                             "num_nodes = 4\n",
                             &path);
     char *env[] = {"LT_TRAINER__MAX_EPOCHS=7", "LT_TRAINER__DEVICES=3", NULL};
@@ -128,9 +127,9 @@ static void test_precedence(void) {
     ASSERT_STR(lt_config_value(c, "trainer", "devices"), "3");
     ASSERT_STR(lt_config_origin(c, "trainer", "devices"), "env LT_TRAINER__DEVICES");
     CU_ASSERT_EQUAL(lt_config_source_of(c, "trainer", "devices"), LT_SRC_ENV);
-    /* The later line of one file wins over the earlier. */
+    /* A key given twice in one file is refused (test_ini_syntax_errors). */
     ASSERT_STR(lt_config_value(c, "trainer", "num_nodes"), "4");
-    snprintf(where, sizeof where, "%s:5", path);
+    snprintf(where, sizeof where, "%s:4", path);
     ASSERT_STR(lt_config_origin(c, "trainer", "num_nodes"), where);
     CU_ASSERT_EQUAL(lt_config_source_of(c, "trainer", "num_nodes"), LT_SRC_FILE);
     ASSERT_STR(lt_config_origin(c, "trainer", "strategy"), "default");
@@ -422,6 +421,26 @@ static void test_ini_syntax_errors(void) {
              "under [trainer]", path);
     ASSERT_STR(err, want);
 
+    /* a key given twice, in one section or in a repeated one: the last used
+     * to win silently */
+    path = write_ini("dup1.ini", "[trainer]\nmax_epochs = 3\nmax_steps = 5\nmax_epochs = 4\n");
+    CU_ASSERT_EQUAL(lt_config_load_ini(c, path, err, sizeof err), LT_ERR_INVALID);
+    snprintf(want, sizeof want, "%s:4: trainer.max_epochs is set twice in the file (first at "
+             "%s:2); keep one", path, path);
+    ASSERT_STR(err, want);
+    lt_config_free(c);
+    c = lt_config_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    path = write_ini("dup2.ini",
+                     "[data]\nbatch_size = 8\n[trainer]\nmax_steps = 5\n[data]\nbatch_size = 9\n");
+    CU_ASSERT_EQUAL(lt_config_load_ini(c, path, err, sizeof err), LT_ERR_INVALID);
+    snprintf(want, sizeof want, "%s:6: data.batch_size is set twice in the file (first at %s:2); "
+             "keep one", path, path);
+    ASSERT_STR(err, want);
+    lt_config_free(c);
+    c = lt_config_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+
     path = write_ini("syntax4.ini", "[trainer]\n= 3\n");
     CU_ASSERT_EQUAL(lt_config_load_ini(c, path, err, sizeof err), LT_ERR_INVALID);
     snprintf(want, sizeof want, "%s:2", path);
@@ -438,9 +457,25 @@ static void test_missing_file(void) {
     CU_ASSERT_EQUAL(lt_config_load_ini(c, path, err, sizeof err), LT_ERR_NOT_FOUND);
     ASSERT_CONTAINS(err, path);
     ASSERT_CONTAINS(err, strerror(ENOENT));
-    CU_ASSERT_EQUAL(lt_config_load_ini(c, tmpdir, err, sizeof err), LT_ERR_IO);
+    /* a directory is refused; so is a FIFO nothing writes to, after 10 s
+     * (it used to block for ever); a pipe with its writer is read */
+    CU_ASSERT_EQUAL(lt_config_load_ini(c, tmpdir, err, sizeof err), LT_ERR_INVALID);
     ASSERT_CONTAINS(err, tmpdir);
-    ASSERT_CONTAINS(err, strerror(EISDIR));
+    ASSERT_CONTAINS(err, "is a directory; name an INI file");
+    snprintf(path, sizeof path, "%s/fifo.ini", tmpdir);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(path, 0644), 0);
+    CU_ASSERT_EQUAL(lt_config_load_ini(c, path, err, sizeof err), LT_ERR_INVALID);
+    ASSERT_CONTAINS(err, "is a FIFO nothing wrote to within 10 s; name an INI file");
+    unlink(path);
+    int pipefd[2];
+    CU_ASSERT_EQUAL_FATAL(pipe(pipefd), 0);
+    const char text[] = "[trainer]\nmax_epochs = 6\n";
+    CU_ASSERT_EQUAL((size_t)write(pipefd[1], text, sizeof text - 1), sizeof text - 1);
+    close(pipefd[1]);
+    snprintf(path, sizeof path, "/dev/fd/%d", pipefd[0]);
+    CU_ASSERT_EQUAL(lt_config_load_ini(c, path, err, sizeof err), LT_OK);
+    ASSERT_STR(lt_config_value(c, "trainer", "max_epochs"), "6");
+    close(pipefd[0]);
     lt_config_free(c);
 }
 
