@@ -58,7 +58,10 @@ static int run_stages(lt_trainer *t, const ltrun_args *a) {
 int main(int argc, char **argv) {
     ltrun_args a;
     int rc = ltrun_parse_args(argc, argv, &a);
-    if (rc) return rc;
+    if (rc) {
+        ltrun_args_free(&a); /* a refusal after some flags were copied (two spellings) */
+        return rc;
+    }
     if (a.help) { ltrun_usage(); return 0; }
     if (a.version) { printf("ltrun %s (plugin ABI %d.%d)\n", LT_VERSION_STRING, LT_ABI_MAJOR, LT_ABI_MINOR); return 0; }
     if (a.list_plugins) return ltrun_list_plugins(&a);
