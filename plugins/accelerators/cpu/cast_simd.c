@@ -145,6 +145,10 @@ cpu_cast_fn cpu_cast_lowp_fn(lt_dtype dst_t, lt_dtype src_t, cpu_cast_impl impl)
     return NULL;
 }
 
+cpu_cast_fn cpu_cast_f16_stage(lt_dtype t) {
+    return t == LT_F16 ? cpu_cast_lowp_fn(LT_F32, LT_F16, CPU_CAST_VECTOR) : NULL;
+}
+
 cpu_cast_fn cpu_cast_lowp_best(lt_dtype dst_t, lt_dtype src_t) {
     cpu_cast_fn f = cpu_cast_lowp_fn(dst_t, src_t, CPU_CAST_VECTOR);
     return f ? f : cpu_cast_lowp_fn(dst_t, src_t, CPU_CAST_SCALAR);

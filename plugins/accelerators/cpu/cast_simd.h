@@ -29,4 +29,9 @@ cpu_cast_fn cpu_cast_lowp_fn(lt_dtype dst_t, lt_dtype src_t, cpu_cast_impl impl)
  * for a pair that is not one of the four. Chosen once per process. */
 cpu_cast_fn cpu_cast_lowp_best(lt_dtype dst_t, lt_dtype src_t);
 
+/* For kernels that widen f16 a block at a time instead of element by element
+ * (pooling, col2im, add_bias): the F16C loop when t is f16 and this CPU runs
+ * it, else NULL (bf16's widening is a shift, cheaper inline than staged). */
+cpu_cast_fn cpu_cast_f16_stage(lt_dtype t);
+
 #endif

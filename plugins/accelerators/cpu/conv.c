@@ -114,8 +114,7 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
     static void max_pool_fwd_##S(const T *x, const lt_conv_geom *g, T *y, int32_t *arg) {    \
         if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0) { \
             float stage[POOL_STAGE];                                                         \
-            cpu_cast_fn widen = CPU_DTYPE_##S != LT_F16 ? NULL /* bf16: LD is a shift */       \
-                                    : cpu_cast_lowp_fn(LT_F32, LT_F16, CPU_CAST_VECTOR);    \
+            cpu_cast_fn widen = cpu_cast_f16_stage(CPU_DTYPE_##S);                           \
             max_pool_2x2_##S(x, g, y, arg, widen, stage);                                    \
             return;                                                                          \
         }                                                                                    \
@@ -310,8 +309,7 @@ CPU_FOR_WIDE_TYPES(DEF_COL2IM)
     static void col2im_##S(const T *col, const lt_conv_geom *g, T *x, C beta) {              \
         C acc[COL2IM_BLOCK];                                                                 \
         float stage[COL2IM_STAGE];                                                           \
-        cpu_cast_fn widen = CPU_DTYPE_##S != LT_F16 ? NULL /* bf16: LD is a shift */           \
-                                : cpu_cast_lowp_fn(LT_F32, LT_F16, CPU_CAST_VECTOR);        \
+        cpu_cast_fn widen = cpu_cast_f16_stage(CPU_DTYPE_##S);                               \
         if (g->w <= COL2IM_BLOCK) col2im_rows_##S(col, g, x, beta, acc, widen, stage);       \
         else col2im_wide_##S(col, g, x, beta, acc);                                          \
     }

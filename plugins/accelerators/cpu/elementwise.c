@@ -98,7 +98,7 @@ static void add_bias_f16_staged(uint16_t *y, const uint16_t *bias, int64_t rows,
 
 void cpu_add_bias(lt_ctx *ctx, lt_dtype t, void *y, const void *bias, int64_t rows,
                   int64_t cols) {
-    cpu_cast_fn widen = t == LT_F16 ? cpu_cast_lowp_fn(LT_F32, LT_F16, CPU_CAST_VECTOR) : NULL;
+    cpu_cast_fn widen = cpu_cast_f16_stage(t);
     if (widen && y != bias) {
         add_bias_f16_staged(y, bias, rows, cols, widen,
                             cpu_cast_lowp_fn(LT_F16, LT_F32, CPU_CAST_VECTOR));

@@ -679,6 +679,32 @@ static void test_declare(void) {
     lt_config_free(c);
 }
 
+/* `assignment` (given as "flag --x") fails validation, in one line holding
+ * `message`. */
+static void expect_refused(const char *assignment, const char *message) {
+    lt_config *c = lt_config_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(lt_config_set_arg(c, assignment, "flag --x", err, sizeof err), LT_OK);
+    err[0] = 0;
+    CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
+    ASSERT_CONTAINS(err, message);
+    ASSERT_ONE_LINE(err);
+    lt_config_free(c);
+}
+
+/* Each of `n` assignments, set one after another on one config, validates. */
+static void expect_accepted(const char *const *good, size_t n) {
+    lt_config *c = lt_config_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    for (size_t k = 0; k < n; k++) {
+        CU_ASSERT_EQUAL(lt_config_set_arg(c, good[k], NULL, err, sizeof err), LT_OK);
+        err[0] = 0;
+        CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_OK);
+        if (err[0]) fprintf(stderr, "\n  %s refused: %s", good[k], err);
+    }
+    lt_config_free(c);
+}
+
 /* Core keys with fixed choices or a range refuse other values in validate
  * (so ltrun --check does), in one line naming key, value, origin and what is
  * allowed. */
@@ -725,16 +751,8 @@ static void test_rules(void) {
         {"checkpoint.save_top_k=3", "must be in [0, 1]; lt keeps the single best checkpoint"},
         {"scheduler.gamma=0", "scheduler.gamma = 0 (flag --x) must be > 0"},
     };
-    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        lt_config *c = lt_config_new();
-        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-        CU_ASSERT_EQUAL(lt_config_set_arg(c, bad[k].assignment, "flag --x", err, sizeof err), LT_OK);
-        err[0] = 0;
-        CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
-        ASSERT_CONTAINS(err, bad[k].message);
-        ASSERT_ONE_LINE(err);
-        lt_config_free(c);
-    }
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        expect_refused(bad[k].assignment, bad[k].message);
 
     const char *good[] = {
         "checkpoint.mode=MAX", "checkpoint.mode=min", "trainer.log_level=Warning",
@@ -745,15 +763,7 @@ static void test_rules(void) {
         "optimizer.beta1=0", "scheduler.name=cosine", "scheduler.interval=STEP",
         "optimizer.lr_scaling=sqrt", "trainer.default_root_dir=.",
     };
-    lt_config *c = lt_config_new();
-    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
-        CU_ASSERT_EQUAL(lt_config_set_arg(c, good[k], NULL, err, sizeof err), LT_OK);
-        err[0] = 0;
-        CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_OK);
-        if (err[0]) fprintf(stderr, "\n  %s refused: %s", good[k], err);
-    }
-    lt_config_free(c);
+    expect_accepted(good, sizeof good / sizeof good[0]);
 }
 
 /* limit_*_batches as Lightning reads them: a fraction in [0, 1] or a whole
@@ -772,29 +782,12 @@ static void test_limit_batches(void) {
         {"trainer.limit_train_batches=1e400", "'1e400' (flag --x) is not a finite number"},
         {"trainer.limit_train_batches=-1e20", "= -1e20 (flag --x) must be >= 0"},
     };
-    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        lt_config *c = lt_config_new();
-        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-        CU_ASSERT_EQUAL(lt_config_set_arg(c, bad[k].assignment, "flag --x", err, sizeof err),
-                        LT_OK);
-        err[0] = 0;
-        CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_ERR_INVALID);
-        ASSERT_CONTAINS(err, bad[k].message);
-        ASSERT_ONE_LINE(err);
-        lt_config_free(c);
-    }
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        expect_refused(bad[k].assignment, bad[k].message);
     const char *good[] = {"trainer.limit_train_batches=1e20", "trainer.limit_val_batches=1e300",
                           "trainer.limit_test_batches=5.0", "trainer.limit_train_batches=1",
                           "trainer.limit_train_batches=99999999999999999999999"};
-    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
-        lt_config *c = lt_config_new();
-        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-        CU_ASSERT_EQUAL(lt_config_set_arg(c, good[k], NULL, err, sizeof err), LT_OK);
-        err[0] = 0;
-        CU_ASSERT_EQUAL(lt_config_validate(c, err, sizeof err), LT_OK);
-        if (err[0]) fprintf(stderr, "\n  %s refused: %s", good[k], err);
-        lt_config_free(c);
-    }
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) expect_accepted(&good[k], 1);
 }
 
 /* Every core key's default passes its own rule when set explicitly. */
