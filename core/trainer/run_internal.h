@@ -38,6 +38,8 @@ struct lt_run {
     lt_device_list devices;
     lt_world world;
     bool accel_ready;
+    bool inputs_in_place;   /* the accelerator's memory is the host's (memory_is_host):
+                               a step reads its batch where the loader put it */
     bool module_started;    /* the module's init was called: its teardown is owed, also
                                when init or a later setup step failed */
 

@@ -52,7 +52,11 @@ static int64_t train_batches(const lt_trainer *t) {
     return lt_limit_batches(lt_loader_num_batches(t->train_loader), t->opt.loop.limit_train);
 }
 
-/* Starts a step on a batch: inputs copied into the step's device arena. */
+/* Starts a step on a batch: inputs copied into the step's device arena, or,
+ * where device memory is host memory, read in the loader's slot itself: the
+ * trainer holds that slot until it asks for the next batch, after this
+ * step (batch_loader.c), and a model that writes its inputs only changes a
+ * slot the loader refills anyway. */
 static lt_status begin_step(lt_run *r, const lt_batch_view *b, bool training, uint64_t rand_offset) {
     lt_step *s = &r->step;
     if (r->model->master_flat && r->compute_version != r->params_version) {
@@ -72,10 +76,13 @@ static lt_status begin_step(lt_run *r, const lt_batch_view *b, bool training, ui
         for (int i = 0; i < fi->ndim && nd < LT_MAX_DIMS; i++) shape[nd++] = fi->shape[i];
         size_t bytes = (size_t)b->rows * lt_dtype_size((lt_dtype)fi->dtype);
         for (int i = 1; i < nd; i++) bytes *= (size_t)shape[i];
-        void *dev = lt_step_scratch(s, bytes);
-        if (!dev) return lt_run_fail(r, s->status, "%s", s->error);
-        lt_status st = LT_ACC(r)->copy(&r->accel.ctx, dev, b->field[f], bytes, LT_COPY_H2D);
-        if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "copy", st);
+        void *dev = b->field[f];
+        if (!r->inputs_in_place) {
+            dev = lt_step_scratch(s, bytes);
+            if (!dev) return lt_run_fail(r, s->status, "%s", s->error);
+            lt_status st = LT_ACC(r)->copy(&r->accel.ctx, dev, b->field[f], bytes, LT_COPY_H2D);
+            if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "copy", st);
+        }
         lt_dtype ft = (lt_dtype)fi->dtype;
         /* Floating fields enter in the compute dtype (f32 images under 64-true). */
         if (ft >= LT_F32 && ft <= LT_BF16 && ft != r->model->dtype) {
