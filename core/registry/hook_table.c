@@ -32,6 +32,7 @@ static lt_hook_info accelerator_hooks[] = {
     OPT(lt_accelerator_desc, device_in_use, lt_default_accel_device_in_use),
     OPT(lt_accelerator_desc, device_name, lt_default_accel_device_name),
     OPT(lt_accelerator_desc, memory_is_host, NULL), /* NULL: device memory (dist/process_group.c) */
+    OPT(lt_accelerator_desc, check_params, NULL),   /* NULL: setup judges (1.9) */
 };
 
 static lt_hook_info strategy_hooks[] = {
@@ -55,6 +56,7 @@ static lt_hook_info strategy_hooks[] = {
     REQ(lt_strategy_desc, teardown),
     OPT(lt_strategy_desc, eval_step, NULL),        /* the trainer's default (1.3) */
     OPT(lt_strategy_desc, optimizer_step, NULL),   /* the trainer's default (1.5) */
+    OPT(lt_strategy_desc, check_params, NULL),     /* NULL: setup judges (1.9) */
 };
 
 static lt_hook_info precision_hooks[] = {
@@ -66,6 +68,7 @@ static lt_hook_info precision_hooks[] = {
     REQ(lt_precision_desc, save_state),
     REQ(lt_precision_desc, load_state),
     OPT(lt_precision_desc, teardown, NULL), /* NULL: nothing to free */
+    OPT(lt_precision_desc, check_params, NULL), /* NULL: setup judges (1.9) */
 };
 
 static lt_hook_info environment_hooks[] = {
@@ -78,6 +81,7 @@ static lt_hook_info environment_hooks[] = {
     REQ(lt_environment_desc, local_rank),
     REQ(lt_environment_desc, node_rank),
     OPT(lt_environment_desc, local_world_size, lt_default_env_local_world_size),
+    OPT(lt_environment_desc, check_params, NULL), /* NULL: setup judges (1.9) */
 };
 
 static lt_hook_info backend_hooks[] = {
@@ -97,6 +101,7 @@ static lt_hook_info backend_hooks[] = {
     OPT(lt_backend_desc, supports_memory, lt_default_backend_supports_memory),
     OPT(lt_backend_desc, mem_alloc, NULL), /* NULL: no group memory (lt_run_place_grads) */
     OPT(lt_backend_desc, mem_free, NULL),
+    OPT(lt_backend_desc, check_params, NULL), /* NULL: setup judges (1.9) */
 };
 
 /* The trainer tests module hooks for NULL to know what a module offers

@@ -662,6 +662,32 @@ static lt_status resolve_options(lt_trainer *t) {
     return LT_OK;
 }
 
+/* Each loaded plugin's check_params (ABI 1.9, lt/abi.h): a bad value is
+ * refused here, once, by ltrun --check or before ltrun starts a worker,
+ * rather than by every rank's setup. Tables are resolved to full size, so
+ * an older plugin's hook reads NULL. */
+static lt_status check_plugin_params(lt_run *r) {
+    typedef lt_status (*check_fn)(lt_ctx *);
+    struct { lt_plugin *p; check_fn fn; } all[] = {
+        {&r->accel, LT_ACC(r)->check_params},
+        {&r->precision, LT_PREC(r)->check_params},
+        {&r->strategy, LT_STRAT(r)->check_params},
+        {&r->env, LT_ENV(r)->check_params},
+        {&r->backend, r->backend.loaded ? LT_BACKEND(r)->check_params : NULL},
+    };
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (!all[i].fn) continue;
+        lt_ctx *c = &all[i].p->ctx;
+        lt_status st = all[i].fn(c);
+        if (st != LT_OK) {
+            const char *msg = lt_last_error(c);
+            return lt_run_fail(r, st, "%s '%s': %s", lt_kind_name(c->kind),
+                               c->name, *msg ? msg : "check_params refused a parameter without a message");
+        }
+    }
+    return LT_OK;
+}
+
 static lt_status resolve(lt_trainer *t, const lt_trainer_args *a) {
     lt_run *r = &t->run;
     lt_run_register_defaults();
@@ -691,6 +717,7 @@ static lt_status resolve(lt_trainer *t, const lt_trainer_args *a) {
     char err[1024];
     lt_status st = lt_config_validate(r->config, err, sizeof err);
     if (st != LT_OK) return lt_run_fail(r, st, "%s", err);
+    LT_CHECK(check_plugin_params(r));
     make_summary(t);
     return resolve_options(t);
 }

@@ -4,7 +4,8 @@
 # the INI file with its line, an LT_* environment variable, a --set flag),
 # --check (a valid config, a misspelt key with a suggestion, a bad value; a
 # [model] key the model does not have, a model parameter its init refuses,
-# a batch limit that is neither a fraction nor a count) and a config file
+# a batch limit that is neither a fraction nor a count, a plugin parameter
+# value its check_params refuses, also in a run) and a config file
 # that does not exist. Every refusal exits 2 (README, "Using
 # ltrun"), which --help states. Nothing is trained; it takes ~1 s.
 source "$(dirname "$0")/common.sh"
@@ -287,4 +288,38 @@ check "junkckpt: one line" one_line junkckpt
 check "junkckpt: names the file" says junkckpt "--ckpt-path: checkpoint $IT_TMP/junk\.safetensors"
 cli lastfresh --config "$INI" --plugin-dir "$PLUGINS" --default-root-dir "$IT_TMP/none" --ckpt-path last --check
 check "lastfresh: --ckpt-path last with nothing saved yet is fine for a fit ($RC)" [ "$RC" -eq 0 ]
+
+# A plugin's own parameter values (check_params, ABI 1.9): what its setup
+# would refuse on every rank, --check refuses once, in the plugin's words.
+echo "ltrun_cli: --check of plugin parameter values"
+contradiction p_hook "^ltrun: error: strategy 'ddp': strategy\.comm_hook = 'bogus': use allreduce, fp16 or bf16$" \
+    --strategy ddp --devices 2 --set strategy.comm_hook=bogus
+contradiction p_overlap "strategy\.overlap = 'maybe': use auto, true or false" \
+    --strategy ddp --devices 2 --set strategy.overlap=maybe
+contradiction p_bucket "strategy\.bucket_cap_mb = -3" --strategy ddp --devices 2 --set strategy.bucket_cap_mb=-3
+contradiction p_spawn "strategy 'ddp_spawn': strategy\.comm_hook = 'x'" \
+    --strategy ddp_spawn --devices 2 --set strategy.comm_hook=x
+contradiction p_bagua "strategy 'bagua': strategy\.algorithm = 'bogus' is not a Bagua algorithm" \
+    --strategy bagua --devices 2 --set strategy.algorithm=bogus
+contradiction p_bagua_ddp "strategy 'bagua': strategy\.comm_hook = 'x'" \
+    --strategy bagua --devices 2 --set strategy.comm_hook=x
+contradiction p_isa "accelerator 'cpu': accelerator\.isa = 'sse': use auto, avx512, avx2, generic" \
+    --set accelerator.isa=sse
+contradiction p_bf16 "accelerator\.bf16_gemm = 'amx'" --set accelerator.bf16_gemm=amx
+contradiction p_scale "precision '16-mixed': precision\.init_scale = -1: must be a finite number > 0" \
+    --precision 16-mixed --set precision.init_scale=-1
+contradiction p_slot "backend 'shm': backend\.slot_mb = 0: use 1\.\.1024" --strategy ddp --devices 2 \
+    --set backend.slot_mb=0
+contradiction p_rt "backend 'gloo': backend\.realtime = 'maybe': use auto, on or off" --strategy ddp --devices 2 \
+    --set strategy.process_group_backend=gloo --set backend.realtime=maybe
+cli p_good --config "$INI" --plugin-dir "$PLUGINS" --strategy bagua --devices 2 --set strategy.algorithm=qadam \
+    --set accelerator.isa=generic --set backend.slot_mb=16 --check
+check "p_good: values each plugin takes pass --check ($RC)" [ "$RC" -eq 0 ]
+# A run, not --check: ltrun refuses before it starts a worker, so the
+# message comes once, not once per rank, and no rank is reported lost.
+cli p_run --config "$INI" --plugin-dir "$PLUGINS" --strategy ddp --devices 2 --max-epochs 1 \
+    --default-root-dir "$IT_TMP/p_run" --set strategy.comm_hook=bogus
+check "p_run: exits 2 ($RC)" [ "$RC" -eq 2 ]
+check "p_run: one line" one_line p_run
+check "p_run: no worker started" bash -c "! grep -q 'starting 2 workers' '$IT_TMP/p_run.out' '$IT_TMP/p_run.err'"
 it_finish

@@ -76,6 +76,27 @@ static lt_status cpu_device_count(lt_ctx *ctx, int *out) {
     return LT_OK;
 }
 
+/* The names each string parameter takes, judged before anything else
+ * (check_params, and setup for a trainer-less caller); what the CPU can run
+ * is setup's to judge. */
+static lt_status check_one_of(lt_ctx *ctx, const char *key, const char *def,
+                              const char *const *names, const char *list) {
+    const char *v = lt_param_str(ctx, key, def);
+    for (; *names; names++)
+        if (!strcmp(v, *names)) return LT_OK;
+    lt_set_error(ctx, "accelerator.%s = '%s': use %s", key, v, list);
+    return LT_ERR_INVALID;
+}
+
+static lt_status cpu_check_params(lt_ctx *ctx) {
+    static const char *const gemm[] = {"auto", "openblas", NULL};
+    static const char *const isa[] = {"auto", "avx512", "avx2", "generic", NULL};
+    static const char *const bf16[] = {"auto", "widen", "native", "emulated", NULL};
+    LT_CHECK(check_one_of(ctx, "gemm", "auto", gemm, "auto, openblas"));
+    LT_CHECK(check_one_of(ctx, "isa", "auto", isa, "auto, avx512, avx2, generic"));
+    return check_one_of(ctx, "bf16_gemm", "auto", bf16, "auto, widen, native, emulated");
+}
+
 /* The f32 GEMM path from the isa and gemm parameters: lt's kernels for the
  * ISA asked for (auto: the widest this CPU runs), or NULL for OpenBLAS
  * only (isa=generic, gemm=openblas, or a CPU with neither). An ISA the CPU
@@ -90,11 +111,6 @@ static lt_status choose_sgemm(lt_ctx *ctx, lt_sgemm_fn *fn, const char **path) {
         "they measured faster, else OpenBLAS";
     const char *gemm = lt_param_str(ctx, "gemm", "auto");
     const char *isa = lt_param_str(ctx, "isa", "auto");
-    if (strcmp(gemm, "auto") != 0 && strcmp(gemm, "openblas") != 0) {
-        lt_set_error(ctx, "cpu accelerator: gemm=%s is not one of auto, openblas (set "
-                     "accelerator.gemm)", gemm);
-        return LT_ERR_INVALID;
-    }
     bool has512 = lt_sgemm_avx512_usable(), has2 = lt_sgemm_avx2_usable();
     const char *cpu_has = has512 ? "AVX-512 and AVX2+FMA" : has2 ? "AVX2+FMA, no AVX-512"
                                                                  : "neither AVX-512 nor AVX2+FMA";
@@ -112,11 +128,7 @@ static lt_status choose_sgemm(lt_ctx *ctx, lt_sgemm_fn *fn, const char **path) {
         }
         *fn = is512 ? lt_sgemm_avx512 : lt_sgemm_avx2;
         *path = is512 ? avx512_path : avx2_path;
-    } else if (strcmp(isa, "generic") != 0) {
-        lt_set_error(ctx, "cpu accelerator: isa=%s is not one of auto, avx512, avx2, generic (set "
-                     "accelerator.isa)", isa);
-        return LT_ERR_INVALID;
-    }
+    } /* else generic (cpu_check_params judged the spelling) */
     if (strcmp(gemm, "openblas") == 0) *fn = NULL;
     return LT_OK;
 }
@@ -140,14 +152,9 @@ static lt_status choose_bf16dp(lt_ctx *ctx, cpu_bf16dp_fn *fn, const char **path
         *path = "AVX-512 BF16 dot products (vdpbf16ps, gemm_bf16dp.c)";
         return LT_OK;
     }
-    if (!strcmp(v, "emulated")) {
-        *fn = cpu_bf16dp_emulated;
-        *path = "the AVX-512 BF16 kernel emulated in portable C (SIMDe; slow, for tests)";
-        return LT_OK;
-    }
-    lt_set_error(ctx, "cpu accelerator: bf16_gemm=%s is not one of auto, widen, native, emulated "
-                 "(set accelerator.bf16_gemm)", v);
-    return LT_ERR_INVALID;
+    *fn = cpu_bf16dp_emulated; /* emulated: cpu_check_params judged the spelling */
+    *path = "the AVX-512 BF16 kernel emulated in portable C (SIMDe; slow, for tests)";
+    return LT_OK;
 }
 
 /* Any non-negative index is accepted: every "device" of a cpu run is the same
@@ -162,9 +169,11 @@ static lt_status cpu_setup(lt_ctx *ctx, int device) {
                      "cpu accelerator: setup called twice on one context; call teardown first");
         return LT_ERR_STATE;
     }
+    lt_status st = cpu_check_params(ctx);
+    if (st != LT_OK) return st;
     lt_sgemm_fn sgemm;
     const char *path;
-    lt_status st = choose_sgemm(ctx, &sgemm, &path);
+    st = choose_sgemm(ctx, &sgemm, &path);
     if (st != LT_OK) return st;
     cpu_bf16dp_fn bf16dp;
     const char *bf16_path;
@@ -389,6 +398,7 @@ static const lt_accelerator_desc cpu_desc = {
     .get_kernels = cpu_get_kernels,
     .memory_stats = cpu_memory_stats,
     .memory_is_host = cpu_memory_is_host,
+    .check_params = cpu_check_params,
 };
 
 LT_PLUGIN_EXPORT(&cpu_desc.hdr)

@@ -309,4 +309,20 @@ lt_status ltgloo_supports(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out) {
     return LT_OK;
 }
 
+/* The parameters' values: check_params, and group creation for a caller
+ * that did not call it. */
+lt_status ltgloo_check_params(lt_ctx *ctx) {
+    const char *rt = lt_param_str(ctx, "realtime", "auto");
+    if (strcmp(rt, "auto") && strcmp(rt, "on") && strcmp(rt, "off")) {
+        lt_set_error(ctx, "backend.realtime = '%s': use auto, on or off", rt);
+        return LT_ERR_INVALID;
+    }
+    long long n = (long long)lt_param_int(ctx, "num_threads", 1);
+    if (n < 1 || n > 16) {
+        lt_set_error(ctx, "backend.num_threads = %lld: use 1..16 (gloo contexts per group)", n);
+        return LT_ERR_INVALID;
+    }
+    return LT_OK;
+}
+
 } // extern "C"

@@ -27,6 +27,7 @@ static const lt_backend_desc gloo_backend = {
     .free_work = ltgloo_free_work,
     .abort = ltgloo_abort,
     .supports = ltgloo_supports,
+    .check_params = ltgloo_check_params,
 };
 
 LT_PLUGIN_EXPORT(&gloo_backend.hdr)

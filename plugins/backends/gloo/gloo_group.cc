@@ -13,6 +13,7 @@
 #include <gloo/rendezvous/context.h>
 
 #include "gloo_group.h"
+#include "gloo_hooks.h"
 #include "gloo_rt.h"
 #include "gloo_store.h"
 
@@ -238,11 +239,11 @@ lt_status group_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
     const char *iface = opt->iface;
     if (!iface || !*iface) iface = lt_param_str(ctx, "iface", nullptr);
 
-    const char *rt = lt_param_str(ctx, "realtime", "auto");
-    if (strcmp(rt, "auto") && strcmp(rt, "on") && strcmp(rt, "off")) {
-        err = std::string("backend.realtime = '") + rt + "': use auto, on or off";
+    if (ltgloo_check_params(ctx) != LT_OK) {
+        err = lt_last_error(ctx);
         return LT_ERR_INVALID;
     }
+    const char *rt = lt_param_str(ctx, "realtime", "auto");
     g->realtime = strcmp(rt, "off") && rt_permitted();
     if (!g->realtime && !strcmp(rt, "on")) {
         err = "backend.realtime = on, but this process may not use SCHED_FIFO; grant CAP_SYS_NICE or "

@@ -28,6 +28,7 @@ lt_status ltgloo_barrier(lt_ctx *ctx, lt_backend_group *g, lt_backend_work **wor
 lt_status ltgloo_wait(lt_ctx *ctx, lt_backend_work *work, int64_t timeout_ms);
 void ltgloo_free_work(lt_ctx *ctx, lt_backend_work *work);
 lt_status ltgloo_abort(lt_ctx *ctx, lt_backend_group *g);
+lt_status ltgloo_check_params(lt_ctx *ctx);
 lt_status ltgloo_supports(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out);
 
 #ifdef __cplusplus

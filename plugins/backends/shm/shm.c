@@ -887,9 +887,20 @@ lt_status ltshm_destroy(lt_ctx *ctx, lt_backend_group *g) {
 
 /* ---- create ---- */
 
-static bool rt_wanted(lt_ctx *ctx) {
+/* The parameters' values: check_params, and create for a caller that did
+ * not call it. */
+lt_status ltshm_check_params(lt_ctx *ctx) {
     const char *rt = lt_param_str(ctx, "realtime", "auto");
-    return !(rt && (!strcmp(rt, "off") || !strcmp(rt, "false") || !strcmp(rt, "0")));
+    if (strcmp(rt, "auto") && strcmp(rt, "on") && strcmp(rt, "off")) {
+        lt_set_error(ctx, "backend.realtime = '%s': use auto, on or off", rt);
+        return LT_ERR_INVALID;
+    }
+    int64_t slot_mb = lt_param_int(ctx, "slot_mb", 8);
+    if (slot_mb < 1 || slot_mb > 1024) {
+        lt_set_error(ctx, "backend.slot_mb = %lld: use 1..1024 (MiB per rank)", (long long)slot_mb);
+        return LT_ERR_INVALID;
+    }
+    return LT_OK;
 }
 
 lt_status ltshm_create(lt_ctx *ctx, lt_store *store, int rank, int world, const lt_pg_options *opt,
@@ -912,11 +923,8 @@ lt_status ltshm_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
         lt_set_error(ctx, "shm create: %d ranks; the shm backend takes at most %d", world, MAX_WORLD);
         return LT_ERR_UNSUPPORTED;
     }
+    LT_CHECK(ltshm_check_params(ctx));
     int64_t slot_mb = lt_param_int(ctx, "slot_mb", 8);
-    if (slot_mb < 1 || slot_mb > 1024) {
-        lt_set_error(ctx, "shm create: slot_mb = %lld; use 1..1024", (long long)slot_mb);
-        return LT_ERR_INVALID;
-    }
     int64_t timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : 30 * 60 * 1000;
     int64_t connect_ms = OPT_HAS(opt, connect_timeout_ms) && opt->connect_timeout_ms > 0
                              ? opt->connect_timeout_ms
@@ -932,7 +940,7 @@ lt_status ltshm_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
     g->half = g->slot_bytes / 2;
     g->hdr_len = hdr_bytes(world);
     g->map_len = g->hdr_len + (size_t)world * g->slot_bytes + shm_p2p_bytes(world);
-    g->want_rt = rt_wanted(ctx);
+    g->want_rt = strcmp(lt_param_str(ctx, "realtime", "auto"), "off") != 0;
     atomic_init(&g->refs, 1);
     pthread_mutex_init(&g->mu, NULL);
     pthread_mutex_init(&g->p2p_mu, NULL);

@@ -29,6 +29,7 @@ static const lt_backend_desc shm_backend = {
     .supports = ltshm_supports,
     .mem_alloc = ltshm_mem_alloc,
     .mem_free = ltshm_mem_free,
+    .check_params = ltshm_check_params,
 };
 
 LT_PLUGIN_EXPORT(&shm_backend.hdr)

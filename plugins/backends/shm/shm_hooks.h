@@ -26,6 +26,7 @@ lt_status ltshm_abort(lt_ctx *ctx, lt_backend_group *g);
 lt_status ltshm_supports(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out);
 lt_status ltshm_mem_alloc(lt_ctx *ctx, lt_backend_group *g, size_t bytes, void **out);
 void ltshm_mem_free(lt_ctx *ctx, void *p);
+lt_status ltshm_check_params(lt_ctx *ctx);
 
 /* dst[i] = dst[i] op src[i] for n elements; NULL when (dtype, op) is not supported. */
 typedef void (*ltshm_combine_fn)(void *dst, const void *src, size_t n);

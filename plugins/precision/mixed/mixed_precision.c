@@ -70,18 +70,31 @@ static lt_status read_params(lt_ctx *ctx, mixed *m) {
     sc->backoff_factor = lt_param_float(ctx, "backoff_factor", 0.5);
     sc->growth_interval = lt_param_int(ctx, "growth_interval", 2000);
     m->max_skips = lt_param_int(ctx, "max_consecutive_skips", 30);
-    const char *bad = NULL;
-    if (!(sc->scale > 0 && isfinite(sc->scale))) bad = "init_scale must be a finite number > 0";
-    else if (!(sc->growth_factor > 1 && isfinite(sc->growth_factor))) bad = "growth_factor must be > 1 (GradScaler's rule)";
-    else if (!(sc->backoff_factor > 0 && sc->backoff_factor < 1)) bad = "backoff_factor must be in (0, 1)";
-    else if (sc->growth_interval < 1) bad = "growth_interval must be >= 1";
-    else if (m->max_skips < 0) bad = "max_consecutive_skips must be >= 0";
-    if (bad) {
-        lt_set_error(ctx, "[precision] of %s: %s", MIXED_NAME, bad);
+    char bad[160] = "";
+    if (!(sc->scale > 0 && isfinite(sc->scale)))
+        snprintf(bad, sizeof bad, "init_scale = %g: must be a finite number > 0", sc->scale);
+    else if (!(sc->growth_factor > 1 && isfinite(sc->growth_factor)))
+        snprintf(bad, sizeof bad, "growth_factor = %g: must be > 1 (GradScaler's rule)",
+                 sc->growth_factor);
+    else if (!(sc->backoff_factor > 0 && sc->backoff_factor < 1))
+        snprintf(bad, sizeof bad, "backoff_factor = %g: must be in (0, 1)", sc->backoff_factor);
+    else if (sc->growth_interval < 1)
+        snprintf(bad, sizeof bad, "growth_interval = %lld: must be >= 1",
+                 (long long)sc->growth_interval);
+    else if (m->max_skips < 0)
+        snprintf(bad, sizeof bad, "max_consecutive_skips = %lld: must be >= 0 (0: never stop)",
+                 (long long)m->max_skips);
+    if (*bad) {
+        lt_set_error(ctx, "precision.%s", bad);
         return LT_ERR_INVALID;
     }
     return LT_OK;
 #endif
+}
+
+static lt_status mixed_check_params(lt_ctx *ctx) {
+    mixed m = {0};
+    return read_params(ctx, &m);
 }
 
 static lt_status mixed_setup(lt_ctx *ctx, lt_run *run) {
@@ -201,6 +214,7 @@ static const lt_precision_desc mixed_precision = {
     .save_state = mixed_save_state,
     .load_state = mixed_load_state,
     .teardown = mixed_teardown,
+    .check_params = mixed_check_params,
 };
 
 LT_PLUGIN_EXPORT(&mixed_precision.hdr)

@@ -77,6 +77,8 @@ static const struct {
     {"qadam", ALG_QADAM},
 };
 
+/* run NULL (check_params): the world is not known yet, so what depends on
+ * it waits for configure_ddp. */
 static lt_status read_params(lt_ctx *ctx, lt_run *run, bagua *b) {
     const char *alg = lt_param_str(ctx, "algorithm", "gradient_allreduce");
     size_t i = 0, n = sizeof algorithms / sizeof algorithms[0];
@@ -126,6 +128,7 @@ static lt_status read_params(lt_ctx *ctx, lt_run *run, bagua *b) {
                      algorithms[i].name);
         return LT_ERR_INVALID;
     }
+    if (!run) return LT_OK; /* check_params: the world is not known yet */
     int world = lt_run_world(run)->world_size;
     if (b->alg == ALG_DECENTRALIZED && b->shift_one && world % 2) {
         lt_set_error(ctx, "strategy.peer_selection_mode = shift_one pairs ranks up, so it needs an even number of ranks, not %d; use all",
@@ -133,6 +136,13 @@ static lt_status read_params(lt_ctx *ctx, lt_run *run, bagua *b) {
         return LT_ERR_INVALID;
     }
     return LT_OK;
+}
+
+/* ddp's parameters, then Bagua's, as configure_ddp will read them. */
+static lt_status bagua_check_params(lt_ctx *ctx) {
+    if (ddp->check_params) LT_CHECK(ddp->check_params(ctx));
+    bagua b = {0};
+    return read_params(ctx, NULL, &b);
 }
 
 static lt_status bagua_configure_ddp(lt_ctx *ctx, lt_run *run) {
@@ -390,6 +400,7 @@ static const lt_strategy_desc bagua_strategy = {
     .optimizer_step = bagua_optimizer_step,
     .after_optimizer_step = bagua_after_optimizer_step,
     .teardown = bagua_teardown,
+    .check_params = bagua_check_params,
 };
 
 LT_PLUGIN_EXPORT(&bagua_strategy.hdr)

@@ -43,17 +43,14 @@ typedef struct ddp {
     int64_t syncs;
 } ddp;
 
-/* Reads and checks the parameters: in setup_environment normally, or in the
- * first hook that runs when an override replaced setup_environment. */
-static lt_status ddp_make(lt_ctx *ctx, ddp **out) {
-    ddp *d = calloc(1, sizeof *d);
-    if (!d) return LT_ERR_NOMEM;
+/* Reads and checks the parameters into d (nothing allocated): for
+ * check_params, and for ddp_make. */
+static lt_status read_params(lt_ctx *ctx, ddp *d) {
     const char *hook = lt_param_str(ctx, "comm_hook", "allreduce");
     if (!strcasecmp(hook, "allreduce") || !strcasecmp(hook, "none")) d->hook = HOOK_ALLREDUCE;
     else if (!strcasecmp(hook, "fp16")) d->hook = HOOK_FP16;
     else if (!strcasecmp(hook, "bf16")) d->hook = HOOK_BF16;
     else {
-        free(d);
         lt_set_error(ctx, "strategy.comm_hook = '%s': use allreduce, fp16 or bf16", hook);
         return LT_ERR_INVALID;
     }
@@ -61,7 +58,6 @@ static lt_status ddp_make(lt_ctx *ctx, ddp **out) {
     d->overlap_auto = !strcasecmp(ov, "auto");
     d->overlap = true; /* auto: until configure_ddp decides */
     if (!d->overlap_auto && !lt_parse_bool(ov, &d->overlap)) {
-        free(d);
         lt_set_error(ctx, "strategy.overlap = '%s': use auto, true or false", ov);
         return LT_ERR_INVALID;
     }
@@ -73,8 +69,25 @@ static lt_status ddp_make(lt_ctx *ctx, ddp **out) {
         lt_set_error(ctx, "strategy.bucket_cap_mb = %g, strategy.first_bucket_mb = %g: need "
                      "bucket_cap_mb in [0.001, 1e6] MiB and first_bucket_mb in [0, 1e6] MiB "
                      "(0: as large as the others)", d->cap_mb, d->first_mb);
-        free(d);
         return LT_ERR_INVALID;
+    }
+    return LT_OK;
+}
+
+static lt_status ddp_check_params(lt_ctx *ctx) {
+    ddp d = {0};
+    return read_params(ctx, &d);
+}
+
+/* The state, from the parameters: in setup_environment normally, or in the
+ * first hook that runs when an override replaced setup_environment. */
+static lt_status ddp_make(lt_ctx *ctx, ddp **out) {
+    ddp *d = calloc(1, sizeof *d);
+    if (!d) return LT_ERR_NOMEM;
+    lt_status st = read_params(ctx, d);
+    if (st != LT_OK) {
+        free(d);
+        return st;
     }
     lt_ctx_set_state(ctx, d);
     *out = d;
@@ -405,6 +418,7 @@ static const lt_strategy_desc ddp_strategy = {
     .broadcast = ddp_broadcast,
     .barrier = ddp_barrier,
     .teardown = ddp_teardown,
+    .check_params = ddp_check_params,
 };
 
 LT_PLUGIN_EXPORT(&ddp_strategy.hdr)

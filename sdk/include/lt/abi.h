@@ -22,7 +22,7 @@ extern "C" {
 
 #define LT_PLUGIN_MAGIC 0x3170544Cu /* "LTp1" little-endian */
 #define LT_ABI_MAJOR 1
-#define LT_ABI_MINOR 8
+#define LT_ABI_MINOR 9
 /* 1.1: lt_kernels gained the convolution and pooling kernels, accelerators
  *      the optional memory_is_host hook, lt_pg_options the main address.
  * 1.2: liblt gained keyed plugin state, lt_ctx_original, and the parameter
@@ -44,7 +44,11 @@ extern "C" {
  *      reduces them in place (shm: no copies through its slots).
  * 1.8: one pass for mixed precision's optimizer step: lt_kernels'
  *      sgd_step_mixed and lt_run_defer_unscale (the master gradients' cast
- *      and the compute copy's refresh folded into SGD); lt_parse_bool. */
+ *      and the compute copy's refresh folded into SGD); lt_parse_bool.
+ * 1.9: check_params, an optional hook at the end of the accelerator,
+ *      strategy, precision, environment and backend descriptors (see
+ *      lt_param_spec), so a bad parameter value is refused by `ltrun
+ *      --check` and before any worker starts. */
 
 #if defined(__GNUC__)
 #define LT_API __attribute__((visibility("default")))
@@ -103,6 +107,27 @@ typedef struct lt_param_spec {
     const char *def;    /* default, as text ("25", "true", "fp16"); NULL = none */
     const char *help;   /* one line */
 } lt_param_spec;        /* arrays end with an entry whose name is NULL */
+
+/* The core checks each value against its type (an int that does not parse
+ * is refused at load). Which values a plugin accepts beyond that (a name
+ * among several, a range) its own setup judges, and, since ABI 1.9, its
+ * optional check_params hook, the last member of the accelerator,
+ * strategy, precision, environment and backend descriptors:
+ *
+ *     lt_status (*check_params)(lt_ctx *ctx);
+ *
+ * Called by the core when it builds a trainer (lt_trainer_new: `ltrun
+ * --check`, ltrun before it starts any worker, and every worker), on that
+ * thread, once the plugin is loaded and the config complete, before any
+ * other hook of the plugin. ctx has the config and nothing else: the hook
+ * reads its parameters (lt_param_str, ...), keeps nothing, starts nothing
+ * and touches no device. It returns LT_OK, or LT_ERR_INVALID with
+ * lt_set_error naming the key, the value and the values that would do, the
+ * message the user then sees once instead of once per rank. A hook that
+ * depends on the world or the device (a CPU feature, an even world size)
+ * stays with setup. Inherited through `base` like any hook; an override
+ * that adds keys calls (*super)->check_params first. Default: nothing
+ * judged before setup. */
 
 typedef struct lt_plugin_header {
     uint32_t magic;          /* LT_PLUGIN_MAGIC */

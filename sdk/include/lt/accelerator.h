@@ -271,6 +271,10 @@ typedef struct lt_accelerator_desc {
      * it creates a process group, on that thread. Default: false (device
      * memory: the backend must be one for that device). */
     lt_status (*memory_is_host)(lt_ctx *ctx, bool *out);
+
+    /* ABI 1.9. Optional: judges the parameters before anything starts
+     * (lt/abi.h, under lt_param_spec). */
+    lt_status (*check_params)(lt_ctx *ctx);
 } lt_accelerator_desc;
 
 #ifdef __cplusplus

@@ -127,6 +127,10 @@ typedef struct lt_backend_desc {
      * before or after destroy; ctx is any context of this backend. */
     lt_status (*mem_alloc)(lt_ctx *ctx, lt_backend_group *g, size_t bytes, void **out);
     void (*mem_free)(lt_ctx *ctx, void *p);
+
+    /* ABI 1.9. Optional: judges the parameters before anything starts
+     * (lt/abi.h, under lt_param_spec). */
+    lt_status (*check_params)(lt_ctx *ctx);
 } lt_backend_desc;
 
 #ifdef __cplusplus

@@ -35,6 +35,10 @@ typedef struct lt_environment_desc {
     lt_status (*node_rank)(lt_ctx *ctx, int *out);
     /* Optional: processes on this node; default world_size / num_nodes. */
     lt_status (*local_world_size)(lt_ctx *ctx, int *out);
+
+    /* ABI 1.9. Optional: judges the parameters before anything starts
+     * (lt/abi.h, under lt_param_spec). */
+    lt_status (*check_params)(lt_ctx *ctx);
 } lt_environment_desc;
 
 #ifdef __cplusplus

@@ -58,6 +58,10 @@ typedef struct lt_precision_desc {
      * the run (also after a failed setup) on the thread that called setup.
      * Default: nothing. */
     lt_status (*teardown)(lt_ctx *ctx);
+
+    /* ABI 1.9. Optional: judges the parameters before anything starts
+     * (lt/abi.h, under lt_param_spec). */
+    lt_status (*check_params)(lt_ctx *ctx);
 } lt_precision_desc;
 
 #ifdef __cplusplus

@@ -140,6 +140,10 @@ typedef struct lt_strategy_desc {
      * step and refreshes whatever derives from the parameters. Default:
      * lt_run_optimizer_step (lt/run.h), which a replacement may call. */
     lt_status (*optimizer_step)(lt_ctx *ctx, lt_run *run);
+
+    /* ABI 1.9. Optional: judges the parameters before anything starts
+     * (lt/abi.h, under lt_param_spec). */
+    lt_status (*check_params)(lt_ctx *ctx);
 } lt_strategy_desc;
 
 #ifdef __cplusplus

@@ -305,7 +305,8 @@ static void test_gemm_param(void) {
     const lt_kernels *k;
     lt_ctx ctx;
     CU_ASSERT_EQUAL(cpu_plugin_open_config(&acc, &ctx, &k, cfg), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(&ctx), "gemm=mkl is not one of auto, openblas"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(lt_last_error(&ctx), "accelerator.gemm = 'mkl': use auto, openblas"));
     lt_config_free(cfg);
 }
 
@@ -377,7 +378,7 @@ static void test_isa_param(void) {
     }
     if (!refused) printf("\n  isa the CPU lacks: SKIPPED (this CPU runs every variant)");
     CU_ASSERT_EQUAL(open_gemm("isa", "sse", got, err, sizeof err), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "isa=sse is not one of auto, avx512, avx2, generic"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "accelerator.isa = 'sse': use auto, avx512, avx2, generic"));
     printf("\n");
 }
 
@@ -409,7 +410,7 @@ static void test_bf16_gemm_param(void) {
     }
     CU_ASSERT_EQUAL(open_gemm("bf16_gemm", "amx", got, err, sizeof err), -1);
     CU_ASSERT_PTR_NOT_NULL(
-        strstr(err, "bf16_gemm=amx is not one of auto, widen, native, emulated"));
+        strstr(err, "accelerator.bf16_gemm = 'amx': use auto, widen, native, emulated"));
 }
 
 int main(void) {

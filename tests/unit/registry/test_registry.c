@@ -194,12 +194,13 @@ static int suite_clean(void) {
 /* ---- hook metadata --------------------------------------------------------- */
 
 static const char *const optional_hooks[LT_KIND_COUNT + 1][12] = {
-    [LT_KIND_ACCELERATOR] = {"device_in_use", "device_name", "memory_is_host"},
+    [LT_KIND_ACCELERATOR] = {"device_in_use", "device_name", "memory_is_host", "check_params"},
     [LT_KIND_STRATEGY] = {"batch_multiplier", "sampler_shard", "on_train_start", "on_train_end",
-                          "training_step", "after_optimizer_step", "eval_step", "optimizer_step"},
-    [LT_KIND_PRECISION] = {"teardown"},
-    [LT_KIND_ENVIRONMENT] = {"local_world_size"},
-    [LT_KIND_BACKEND] = {"supports", "supports_memory", "mem_alloc", "mem_free"},
+                          "training_step", "after_optimizer_step", "eval_step", "optimizer_step",
+                          "check_params"},
+    [LT_KIND_PRECISION] = {"teardown", "check_params"},
+    [LT_KIND_ENVIRONMENT] = {"local_world_size", "check_params"},
+    [LT_KIND_BACKEND] = {"supports", "supports_memory", "mem_alloc", "mem_free", "check_params"},
     [LT_KIND_MODULE] = {"validation_step", "test_step", "training_step_end",
                         "configure_optimizers", "setup_data", "on_train_epoch_start",
                         "on_train_epoch_end", "on_validation_epoch_end", "teardown"},
@@ -234,9 +235,10 @@ static void test_hook_tables(void) {
     const lt_hook_info *s = lt_hooks_of(LT_KIND_STRATEGY, &n);
     CU_ASSERT_STRING_EQUAL(s[4].name, "init_dist_connection");
     CU_ASSERT_EQUAL(s[4].offset, offsetof(lt_strategy_desc, init_dist_connection));
-    CU_ASSERT_STRING_EQUAL(s[n - 3].name, "teardown");
-    CU_ASSERT_STRING_EQUAL(s[n - 2].name, "eval_step");      /* 1.3, appended */
-    CU_ASSERT_STRING_EQUAL(s[n - 1].name, "optimizer_step"); /* 1.5, appended */
+    CU_ASSERT_STRING_EQUAL(s[n - 4].name, "teardown");
+    CU_ASSERT_STRING_EQUAL(s[n - 3].name, "eval_step");      /* 1.3, appended */
+    CU_ASSERT_STRING_EQUAL(s[n - 2].name, "optimizer_step"); /* 1.5, appended */
+    CU_ASSERT_STRING_EQUAL(s[n - 1].name, "check_params");   /* 1.9, appended */
     CU_ASSERT_EQUAL(s[6].dflt, FN(lt_default_strategy_on_train_start));
     CU_ASSERT_PTR_NULL(s[1].dflt); /* batch_multiplier: the trainer's */
     const lt_hook_info *m = lt_hooks_of(LT_KIND_MODULE, &n);

@@ -20,7 +20,7 @@
     _Static_assert(offsetof(type, field) == (n),                                           \
                    "offsetof(" #type ", " #field ") changed: bump the ABI (top of file)")
 
-_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 8,
+_Static_assert(LT_ABI_MAJOR == 1 && LT_ABI_MINOR == 9,
                "the ABI version changed: update the layouts below to the new version's");
 
 #if defined(__x86_64__)
@@ -46,7 +46,7 @@ OFF(lt_plugin_header, params, 48);
 OFF(lt_plugin_header, super, 56);
 
 /* lt_accelerator_desc */
-SIZE(lt_accelerator_desc, 184);
+SIZE(lt_accelerator_desc, 192);
 OFF(lt_accelerator_desc, hdr, 0);
 OFF(lt_accelerator_desc, is_available, 64);
 OFF(lt_accelerator_desc, device_count, 72);
@@ -63,9 +63,10 @@ OFF(lt_accelerator_desc, memory_stats, 152);
 OFF(lt_accelerator_desc, device_in_use, 160);
 OFF(lt_accelerator_desc, device_name, 168);
 OFF(lt_accelerator_desc, memory_is_host, 176); /* 1.1 */
+OFF(lt_accelerator_desc, check_params, 184);   /* 1.9 */
 
 /* lt_backend_desc */
-SIZE(lt_backend_desc, 192);
+SIZE(lt_backend_desc, 200);
 OFF(lt_backend_desc, hdr, 0);
 OFF(lt_backend_desc, create, 64);
 OFF(lt_backend_desc, destroy, 72);
@@ -83,9 +84,10 @@ OFF(lt_backend_desc, supports, 160);
 OFF(lt_backend_desc, supports_memory, 168);
 OFF(lt_backend_desc, mem_alloc, 176);
 OFF(lt_backend_desc, mem_free, 184);
+OFF(lt_backend_desc, check_params, 192); /* 1.9 */
 
 /* lt_environment_desc */
-SIZE(lt_environment_desc, 136);
+SIZE(lt_environment_desc, 144);
 OFF(lt_environment_desc, hdr, 0);
 OFF(lt_environment_desc, score, 64);
 OFF(lt_environment_desc, creates_processes_externally, 72);
@@ -96,9 +98,10 @@ OFF(lt_environment_desc, global_rank, 104);
 OFF(lt_environment_desc, local_rank, 112);
 OFF(lt_environment_desc, node_rank, 120);
 OFF(lt_environment_desc, local_world_size, 128);
+OFF(lt_environment_desc, check_params, 136); /* 1.9 */
 
 /* lt_strategy_desc */
-SIZE(lt_strategy_desc, 224);
+SIZE(lt_strategy_desc, 232);
 OFF(lt_strategy_desc, hdr, 0);
 OFF(lt_strategy_desc, launch_kind, 64);
 OFF(lt_strategy_desc, batch_multiplier, 72);
@@ -120,9 +123,10 @@ OFF(lt_strategy_desc, barrier, 192);
 OFF(lt_strategy_desc, teardown, 200);
 OFF(lt_strategy_desc, eval_step, 208); /* 1.3 */
 OFF(lt_strategy_desc, optimizer_step, 216); /* 1.5 */
+OFF(lt_strategy_desc, check_params, 224);   /* 1.9 */
 
 /* lt_precision_desc */
-SIZE(lt_precision_desc, 128);
+SIZE(lt_precision_desc, 136);
 OFF(lt_precision_desc, hdr, 0);
 OFF(lt_precision_desc, dtypes, 64);
 OFF(lt_precision_desc, setup, 72);
@@ -132,6 +136,7 @@ OFF(lt_precision_desc, update, 96);
 OFF(lt_precision_desc, save_state, 104);
 OFF(lt_precision_desc, load_state, 112);
 OFF(lt_precision_desc, teardown, 120); /* 1.4 */
+OFF(lt_precision_desc, check_params, 128); /* 1.9 */
 
 /* lt_module_desc */
 SIZE(lt_module_desc, 152);
