@@ -73,6 +73,16 @@
 # So a ZeRO-style sharded step pays here only with the optimizer state
 # left sharded (gathered for checkpoints): 1-3%, within this machine's
 # run-to-run spread, for group-memory parameters and a sharded state.
+# Taking the average inside the optimizer step instead (measured
+# 2026-11-25, same machine): with the reduction skipped altogether (wrong
+# results, timing only) ddp ran 4% faster (45.1K -> 46.9K samples/s, five
+# interleaved pairs). A real version of it, each rank reading every rank's
+# gradients straight from group memory in the SGD pass between two group
+# barriers (sgd_step_avg over 2048-element blocks kept in L1; the
+# parameters came out bit for bit as with the allreduce), gained nothing:
+# 42.8K against 42.9K over six pairs. Reading the other core's 2.7 MB in
+# the step costs what the reduction's half passes did: the cost is moving
+# the gradients between the cores, not the passes. Not kept.
 #
 # The reference for "ddp / 1 rank" is the one-core process: 2 ranks on 2
 # cores can be at most 2x of it, the scale. A single process left
