@@ -80,7 +80,8 @@
 # gradients straight from group memory in the SGD pass between two group
 # barriers (sgd_step_avg over 2048-element blocks kept in L1; the
 # parameters came out bit for bit as with the allreduce), gained nothing:
-# 42.8K against 42.9K over six pairs. Reading the other core's 2.7 MB in
+# 42.8K against 42.9K over three interleaved pairs (a first version with
+# three loops per block was 8% slower). Reading the other core's 2.7 MB in
 # the step costs what the reduction's half passes did: the cost is moving
 # the gradients between the cores, not the passes. Not kept.
 #
