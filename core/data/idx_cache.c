@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* mkostemp */
 #include "idx_cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -97,6 +98,66 @@ static bool make_dirs(const char *dir) {
     return mkdir(buf, 0700) == 0 || errno == EEXIST;
 }
 
+/* Past a run of decimal digits at s, or NULL when there is none. */
+static const char *skip_digits(const char *s) {
+    const char *p = s;
+    while (*p >= '0' && *p <= '9') p++;
+    return p > s ? p : NULL;
+}
+
+/* "<size>.<mtime sec>.<mtime nsec, 9 digits>" and nothing after, exactly as
+ * lt_idx_cache_path prints it (sec may be negative: before 1970). A writer's
+ * temporary file, "<entry>.tmp.XXXXXX", does not match. */
+static bool is_entry_suffix(const char *s) {
+    s = skip_digits(s);
+    if (!s || *s++ != '.') return false;
+    s = skip_digits(s + (*s == '-'));
+    if (!s || *s++ != '.') return false;
+    const char *end = skip_digits(s);
+    return end && *end == 0 && end - s == 9;
+}
+
+/* The length of "<base>.<16 hex>." that starts `name`, when name is a whole
+ * entry name; 0 otherwise. */
+static size_t entry_prefix_len(const char *name) {
+    const char *p = name + strlen(name);
+    for (int dots = 0; dots < 3;) {
+        if (p == name) return 0;
+        if (*--p == '.') dots++;
+    }
+    size_t len = (size_t)(p + 1 - name);
+    if (len < 19 || name[len - 18] != '.' || !is_entry_suffix(p + 1)) return 0;
+    for (size_t i = len - 17; i < len - 1; i++)
+        if (!(name[i] >= '0' && name[i] <= '9') && !(name[i] >= 'a' && name[i] <= 'f')) return 0;
+    return len;
+}
+
+/* Removes the entries of the source that `path` was written for whose size
+ * or mtime differ from path's: the source no longer has them, so nothing can
+ * read them again, and without this every changed source would leave one
+ * behind for good. Ranks that write the same entry at once keep it (it is
+ * never a candidate), and other sources' entries, temporary files and foreign
+ * files do not match. Failing to remove one only leaves it there. */
+static void prune_stale(const char *dir, const char *path) {
+    const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    size_t plen = entry_prefix_len(name);
+    DIR *d = plen ? opendir(dir) : NULL;
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *other = e->d_name;
+        if (strncmp(other, name, plen) || !strcmp(other, name) || !is_entry_suffix(other + plen))
+            continue;
+        if (unlinkat(dirfd(d), other, 0) == 0)
+            lt_log(NULL, LT_LOG_DEBUG, "data.cache_dir: removed %s/%s (its source changed)", dir,
+                   other);
+        else if (errno != ENOENT) /* ENOENT: another rank removed it first */
+            lt_log(NULL, LT_LOG_DEBUG, "data.cache_dir: cannot remove the stale %s/%s (%s)", dir,
+                   other, strerror(errno));
+    }
+    closedir(d);
+}
+
 lt_status lt_idx_cache_write(const char *path, uint32_t magic, const uint32_t dims[3], const uint8_t *data,
                              size_t bytes) {
     char dir[512], tmp[600];
@@ -119,5 +180,6 @@ lt_status lt_idx_cache_write(const char *path, uint32_t magic, const uint32_t di
         unlink(tmp);
         return LT_ERR_IO;
     }
+    prune_stale(dir, path);
     return LT_OK;
 }

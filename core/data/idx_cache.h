@@ -1,9 +1,14 @@
 /* The decoded-IDX cache (idx.c): a gzip-compressed IDX file is inflated
- * once into a plain IDX file in data.cache_dir, named after the source's
- * path, size and modification time, so a changed or replaced source gets a
- * new entry and no run ever reads a stale one. Writers go through a
- * temporary file and rename, so concurrent ranks and killed writers never
- * leave a half-written entry under the final name. */
+ * once into a plain IDX file in data.cache_dir, named
+ * "<base>.<hash of the source's absolute path, 16 hex>.<size>.<mtime sec>.<mtime nsec, 9 digits>",
+ * so a changed or replaced source gets a new entry and no run ever reads a
+ * stale one. Writers go through a temporary file ("<entry>.tmp.XXXXXX") and
+ * rename, so concurrent ranks and killed writers never leave a half-written
+ * entry under the final name. Once a new entry is in place, the writer
+ * removes the same source's entries of another size or mtime (nothing can
+ * read them again), so the cache holds about one entry per source; it never
+ * touches other sources' entries, temporary files or foreign files, nor the
+ * entry it wrote, which ranks writing it at the same time share. */
 #ifndef LT_DATA_IDX_CACHE_H
 #define LT_DATA_IDX_CACHE_H
 
@@ -23,8 +28,9 @@ lt_status lt_idx_cache_path(const char *dir, const char *src, char *out, size_t 
  * exactly header + payload; fills dims and returns the fd, or -1 when it is
  * missing or does not match (a damaged entry is simply rebuilt). */
 int lt_idx_cache_open(const char *path, uint32_t magic, uint32_t dims[3]);
-/* Writes an entry (directory made as needed). LT_ERR_IO when it cannot:
- * the caller goes on from memory. */
+/* Writes an entry (directory made as needed), then removes the source's
+ * stale entries (above; a failure there is no error). LT_ERR_IO when it
+ * cannot write: the caller goes on from memory. */
 lt_status lt_idx_cache_write(const char *path, uint32_t magic, const uint32_t dims[3], const uint8_t *data,
                              size_t bytes);
 

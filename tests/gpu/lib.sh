@@ -30,6 +30,7 @@ gpu_init() { # gpu_init NAME ltrun plugins src itbin it_plugins
     IT_FAILS=0
     IT_PIDS=()
     trap it_cleanup EXIT
+    it_private_cache
     local f
     for f in "$LTRUN" "$CKPT_COMPARE" "$TCP_PORT" "$PLUGINS/liblt-strategy-ddp.so" \
              "$PLUGINS/liblt-backend-gloo.so" "$PLUGINS/liblt-accelerator-cpu.so"; do

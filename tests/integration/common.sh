@@ -19,6 +19,7 @@ it_init() {
     IT_FAILS=0
     IT_PIDS=()
     trap it_cleanup EXIT
+    it_private_cache
     for f in "$LTRUN" "$PLUGINS/liblt-strategy-ddp.so" "$PLUGINS/liblt-backend-gloo.so"; do
         [ -e "$f" ] || { echo "$IT_NAME: FAIL: $f is missing (build it first)"; exit 1; }
     done
@@ -31,6 +32,14 @@ it_init() {
           --set trainer.num_sanity_val_steps=0 --no-test
           --set trainer.enable_progress_bar=false --set launcher.rdzv_timeout_s=60
           --set strategy.timeout_s=60)
+}
+
+# data.cache_dir's default ("auto": $XDG_CACHE_HOME/lt) inside $IT_TMP, so
+# a test's runs share decoded images but never write the user's own cache
+# (every source a test makes in its temporary folders would leave an entry
+# there for good); a test that sets data.cache_dir itself is not affected.
+it_private_cache() {
+    export XDG_CACHE_HOME=$IT_TMP/xdg-cache
 }
 
 it_cleanup() {

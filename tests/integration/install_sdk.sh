@@ -21,6 +21,7 @@ IT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/lt-$IT_NAME.XXXXXX")
 IT_FAILS=0
 IT_PIDS=()
 trap it_cleanup EXIT
+it_private_cache
 unset LT_PLUGIN_PATH # only what the installed tree finds by itself
 [ -e "$BUILD/CMakeCache.txt" ] || { echo "$IT_NAME: FAIL: $BUILD is not a CMake build dir (pass it as the 6th argument)"; exit 1; }
 command -v pkg-config >/dev/null || { echo "$IT_NAME: FAIL: pkg-config is not installed (apt-get install pkg-config)"; exit 1; }

@@ -2,6 +2,7 @@
  * a file can be broken, each with the message a user would need. */
 #define _GNU_SOURCE
 #include <CUnit/Basic.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
@@ -291,11 +292,13 @@ static void test_cache(void) {
     CU_ASSERT_EQUAL(first.iface->get(first.self, SYN_N - 1, dst), LT_ERR_IO);
     CU_ASSERT_PTR_NOT_NULL(strstr(lt_last_error(NULL), "delete the file"));
     lt_dataset_destroy(&first);
-    /* a replaced source (new content, new mtime) gets an entry of its own */
+    /* a replaced source (new content, new mtime) gets an entry of its own,
+     * which replaces the old one (test_cache_prune has the details) */
     struct timespec later[2] = {{0, UTIME_OMIT}, {sb.st_mtim.tv_sec + 5, 0}};
     CU_ASSERT_EQUAL(utimensat(AT_FDCWD, a, later, 0), 0);
     CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, cache, &second, err, sizeof err), LT_OK);
-    CU_ASSERT_EQUAL(count_entries(cache), 2);
+    CU_ASSERT_EQUAL(count_entries(cache), 1);
+    CU_ASSERT_NOT_EQUAL(access(entry, F_OK), 0);
     expect_same_samples(&plain, &second);
     lt_dataset_destroy(&second);
     /* an unwritable cache only costs memory: the dataset opens from the source */
@@ -312,6 +315,91 @@ static void test_cache(void) {
     setenv("XDG_CACHE_HOME", "/xdg", 1);
     CU_ASSERT(lt_idx_cache_dir("auto", out, sizeof out) && !strcmp(out, "/xdg/lt"));
     unsetenv("XDG_CACHE_HOME");
+}
+
+/* Creates an empty file `name` in `dir`; returns its path in `out`. */
+static void touch_in(const char *dir, const char *name, char *out, size_t n) {
+    snprintf(out, n, "%s/%s", dir, name);
+    FILE *f = fopen(out, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fclose(f);
+}
+
+static bool exists(const char *path) { return access(path, F_OK) == 0; }
+
+static lt_status open_via(const char *cache, const char *img, const char *lab, lt_dataset *ds) {
+    return lt_idx_dataset_open_cached(img, lab, MEAN, STD, cache, ds, err, sizeof err);
+}
+
+/* Writing a changed source's entry removes that source's older entries, and
+ * nothing else: another source's entry (same base, another path), files
+ * named almost like an entry, and writers' temporary files all stay. */
+static void test_cache_prune(void) {
+    write_good_pair();
+    char a[512], b[512], other[512], cache[512], e_old[700], e_new[700], e_other[700];
+    tmp_path(a, sizeof a, "img.gz");
+    tmp_path(b, sizeof b, "lab.gz");
+    tmp_path(cache, sizeof cache, "prune-cache");
+    tmp_path(other, sizeof other, "other");
+    CU_ASSERT(mkdir(other, 0700) == 0 || errno == EEXIST);
+    write_images("other/img.gz", false, SYN_N, (size_t)SYN_N * SYN_SIDE * SYN_SIDE);
+    tmp_path(other, sizeof other, "other/img.gz");
+    lt_dataset ds;
+    CU_ASSERT_EQUAL_FATAL(open_via(cache, a, b, &ds), LT_OK);
+    lt_dataset_destroy(&ds);
+    CU_ASSERT_EQUAL_FATAL(open_via(cache, other, b, &ds), LT_OK);
+    lt_dataset_destroy(&ds);
+    CU_ASSERT_EQUAL_FATAL(lt_idx_cache_path(cache, a, e_old, sizeof e_old), LT_OK);
+    CU_ASSERT_EQUAL_FATAL(lt_idx_cache_path(cache, other, e_other, sizeof e_other), LT_OK);
+    CU_ASSERT_FATAL(exists(e_old) && exists(e_other));
+    /* the source changes: a new mtime, so a new entry name */
+    struct stat sb;
+    CU_ASSERT_EQUAL_FATAL(stat(a, &sb), 0);
+    struct timespec later[2] = {{0, UTIME_OMIT}, {sb.st_mtim.tv_sec + 7, 123}};
+    CU_ASSERT_EQUAL_FATAL(utimensat(AT_FDCWD, a, later, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(lt_idx_cache_path(cache, a, e_new, sizeof e_new), LT_OK);
+    CU_ASSERT_FATAL(strcmp(e_new, e_old) != 0 && !exists(e_new));
+    /* "img.<hash>." of this source, and what must or must not match after it */
+    const char *name = strrchr(e_old, '/') + 1;
+    const char *hash_end = strchr(strchr(name, '.') + 1, '.') + 1;
+    char prefix[300], p[40][800], nm[400];
+    snprintf(prefix, sizeof prefix, "%.*s", (int)(hash_end - name), name);
+    static const char *const stale[] = {"1.2.000000003", "99.-5.999999999"};
+    static const char *const keep[] = {"1.2.3", "1.2.0000000003", "1.2.000000003.tmp.Ab12Cd",
+                                       "1.2.000000003x", "x1.2.000000003", "1..000000003",
+                                       "notes", ""};
+    int np = 0;
+    for (size_t i = 0; i < sizeof stale / sizeof *stale; i++) {
+        snprintf(nm, sizeof nm, "%s%s", prefix, stale[i]);
+        touch_in(cache, nm, p[np++], sizeof p[0]);
+    }
+    int first_keep = np;
+    for (size_t i = 0; i < sizeof keep / sizeof *keep; i++) {
+        snprintf(nm, sizeof nm, "%s%s", prefix, keep[i]);
+        touch_in(cache, nm, p[np++], sizeof p[0]);
+    }
+    /* another base with this hash, and temporary files of the old and new entry */
+    snprintf(nm, sizeof nm, "x%s", name);
+    touch_in(cache, nm, p[np++], sizeof p[0]);
+    snprintf(nm, sizeof nm, "%s.tmp.Qw34Er", name);
+    touch_in(cache, nm, p[np++], sizeof p[0]);
+    snprintf(nm, sizeof nm, "%s.tmp.Ty56Ui", strrchr(e_new, '/') + 1);
+    touch_in(cache, nm, p[np++], sizeof p[0]);
+    CU_ASSERT_EQUAL_FATAL(open_via(cache, a, b, &ds), LT_OK);
+    check_synthetic(&ds);
+    lt_dataset_destroy(&ds);
+    CU_ASSERT(exists(e_new));
+    CU_ASSERT(!exists(e_old));
+    CU_ASSERT(exists(e_other));
+    for (int i = 0; i < np; i++) {
+        bool want = i >= first_keep;
+        CU_ASSERT_EQUAL(exists(p[i]), want);
+        if (exists(p[i]) != want) printf("\n  %s: %s", p[i], want ? "removed" : "kept");
+    }
+    /* reading the new entry again writes nothing and removes nothing */
+    CU_ASSERT_EQUAL_FATAL(open_via(cache, a, b, &ds), LT_OK);
+    lt_dataset_destroy(&ds);
+    CU_ASSERT(exists(e_new) && exists(e_other));
 }
 
 /* ---- synthetic files ------------------------------------------------------------ */
@@ -556,6 +644,7 @@ int main(void) {
     CU_add_test(s, "subset view", test_subset);
     CU_add_test(s, "concurrent get", test_concurrent_get);
     CU_add_test(s, "decoded-image cache", test_cache);
+    CU_add_test(s, "decoded-image cache: a changed source's old entries go", test_cache_prune);
     int rc = lt_cunit_run();
     /* The synthetic cases ran; the real files' did not: not a pass (ctest: skipped). */
     return rc == 0 && g_real_missing ? 77 : rc;

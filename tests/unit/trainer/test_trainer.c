@@ -674,6 +674,10 @@ int main(void) {
     }
     snprintf(g_tmp, sizeof g_tmp, "%s/lt_trainer_test.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_tmp)) { perror("mkdtemp"); return 1; }
+    /* data.cache_dir's default ("auto") under g_tmp, not the user's cache */
+    char xdg[300];
+    snprintf(xdg, sizeof xdg, "%s/xdg-cache", g_tmp);
+    setenv("XDG_CACHE_HOME", xdg, 1);
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     CU_pSuite s = CU_add_suite("trainer", NULL, NULL);
     if (!s) return 1;
