@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 bool lt_idx_cache_dir(const char *setting, char *out, size_t n) {
@@ -98,6 +99,8 @@ static bool make_dirs(const char *dir) {
     return mkdir(buf, 0700) == 0 || errno == EEXIST;
 }
 
+enum { PRUNE_GRACE_S = 3600 }; /* see prune_stale */
+
 /* Past a run of decimal digits at s, or NULL when there is none. */
 static const char *skip_digits(const char *s) {
     const char *p = s;
@@ -132,21 +135,30 @@ static size_t entry_prefix_len(const char *name) {
     return len;
 }
 
-/* Removes the entries of the source that `path` was written for whose size
- * or mtime differ from path's: the source no longer has them, so nothing can
- * read them again, and without this every changed source would leave one
- * behind for good. Ranks that write the same entry at once keep it (it is
- * never a candidate), and other sources' entries, temporary files and foreign
- * files do not match. Failing to remove one only leaves it there. */
+/* Removes the entries of the source that `path` is written for whose size
+ * or mtime differ from path's and that were themselves written more than
+ * PRUNE_GRACE_S ago: this host's source no longer has them, and without
+ * this every changed source would leave one behind for good. The grace
+ * keeps what a job's other hosts wrote for their own copy of the data at
+ * the same path (a cache directory in a shared home) while they use it; a
+ * later run on one of them may remove another's, which costs that host one
+ * inflate. Ranks that write the same entry at once keep it (it is never a
+ * candidate), and other sources' entries, temporary files and foreign files
+ * do not match. Failing to remove one only leaves it there. */
 static void prune_stale(const char *dir, const char *path) {
     const char *slash = strrchr(path, '/');
     const char *name = slash ? slash + 1 : path;
     size_t plen = entry_prefix_len(name);
     DIR *d = plen ? opendir(dir) : NULL;
     if (!d) return;
+    time_t now = time(NULL);
     for (struct dirent *e; (e = readdir(d));) {
         const char *other = e->d_name;
         if (strncmp(other, name, plen) || !strcmp(other, name) || !is_entry_suffix(other + plen))
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), other, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            now - st.st_mtime < PRUNE_GRACE_S)
             continue;
         if (unlinkat(dirfd(d), other, 0) == 0)
             lt_log(NULL, LT_LOG_DEBUG, "data.cache_dir: removed %s/%s (its source changed)", dir,
@@ -166,6 +178,7 @@ lt_status lt_idx_cache_write(const char *path, uint32_t magic, const uint32_t di
     if (!slash) return LT_ERR_IO;
     *slash = 0;
     if (!make_dirs(dir)) return LT_ERR_IO;
+    prune_stale(dir, path); /* first: stale entries may be what filled the disk */
     /* mkstemp: a unique name even for writers on other hosts sharing the
      * directory (the same pid is common across containers) */
     snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
@@ -180,6 +193,5 @@ lt_status lt_idx_cache_write(const char *path, uint32_t magic, const uint32_t di
         unlink(tmp);
         return LT_ERR_IO;
     }
-    prune_stale(dir, path);
     return LT_OK;
 }

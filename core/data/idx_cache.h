@@ -4,11 +4,14 @@
  * so a changed or replaced source gets a new entry and no run ever reads a
  * stale one. Writers go through a temporary file ("<entry>.tmp.XXXXXX") and
  * rename, so concurrent ranks and killed writers never leave a half-written
- * entry under the final name. Once a new entry is in place, the writer
- * removes the same source's entries of another size or mtime (nothing can
- * read them again), so the cache holds about one entry per source; it never
- * touches other sources' entries, temporary files or foreign files, nor the
- * entry it wrote, which ranks writing it at the same time share. */
+ * entry under the final name. Before writing a new entry, the writer
+ * removes the same source's entries of another size or mtime written over
+ * an hour ago (this host's source can no longer use them; the hour spares
+ * other hosts' entries for their own copy of the data in a shared cache
+ * directory while their job runs), so the cache holds about one entry per
+ * source; it never touches other sources' entries, temporary files or
+ * foreign files, nor the entry it writes, which ranks writing it at the same
+ * time share. */
 #ifndef LT_DATA_IDX_CACHE_H
 #define LT_DATA_IDX_CACHE_H
 
@@ -28,8 +31,8 @@ lt_status lt_idx_cache_path(const char *dir, const char *src, char *out, size_t 
  * exactly header + payload; fills dims and returns the fd, or -1 when it is
  * missing or does not match (a damaged entry is simply rebuilt). */
 int lt_idx_cache_open(const char *path, uint32_t magic, uint32_t dims[3]);
-/* Writes an entry (directory made as needed), then removes the source's
- * stale entries (above; a failure there is no error). LT_ERR_IO when it
+/* Removes the source's stale entries (above; a failure there is no error),
+ * then writes the entry (directory made as needed). LT_ERR_IO when it
  * cannot write: the caller goes on from memory. */
 lt_status lt_idx_cache_write(const char *path, uint32_t magic, const uint32_t dims[3], const uint8_t *data,
                              size_t bytes);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,6 +258,8 @@ static void expect_same_samples(lt_dataset *a, lt_dataset *b) {
     CU_ASSERT_EQUAL(bad, 0);
 }
 
+static void age(const char *path);
+
 static void test_cache(void) {
     write_good_pair();
     char a[512], b[512], cache[512], entry[700];
@@ -296,6 +299,7 @@ static void test_cache(void) {
      * which replaces the old one (test_cache_prune has the details) */
     struct timespec later[2] = {{0, UTIME_OMIT}, {sb.st_mtim.tv_sec + 5, 0}};
     CU_ASSERT_EQUAL(utimensat(AT_FDCWD, a, later, 0), 0);
+    age(entry); /* written over an hour ago */
     CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, cache, &second, err, sizeof err), LT_OK);
     CU_ASSERT_EQUAL(count_entries(cache), 1);
     CU_ASSERT_NOT_EQUAL(access(entry, F_OK), 0);
@@ -315,6 +319,13 @@ static void test_cache(void) {
     setenv("XDG_CACHE_HOME", "/xdg", 1);
     CU_ASSERT(lt_idx_cache_dir("auto", out, sizeof out) && !strcmp(out, "/xdg/lt"));
     unsetenv("XDG_CACHE_HOME");
+}
+
+/* Sets path's mtime two hours back: past the cache's grace for stale
+ * entries (idx_cache.c, an hour). */
+static void age(const char *path) {
+    struct timespec t[2] = {{0, UTIME_OMIT}, {time(NULL) - 7200, 0}};
+    CU_ASSERT_EQUAL(utimensat(AT_FDCWD, path, t, AT_SYMLINK_NOFOLLOW), 0);
 }
 
 /* Creates an empty file `name` in `dir`; returns its path in `out`. */
@@ -384,6 +395,11 @@ static void test_cache_prune(void) {
     snprintf(nm, sizeof nm, "%s.tmp.Qw34Er", name);
     touch_in(cache, nm, p[np++], sizeof p[0]);
     snprintf(nm, sizeof nm, "%s.tmp.Ty56Ui", strrchr(e_new, '/') + 1);
+    touch_in(cache, nm, p[np++], sizeof p[0]);
+    age(e_old);
+    for (int i = 0; i < np; i++) age(p[i]);
+    /* a stale name written within the hour: another host's entry in use */
+    snprintf(nm, sizeof nm, "%s5.6.000000007", prefix);
     touch_in(cache, nm, p[np++], sizeof p[0]);
     CU_ASSERT_EQUAL_FATAL(open_via(cache, a, b, &ds), LT_OK);
     check_synthetic(&ds);
