@@ -678,6 +678,7 @@ static lt_status check_plugin_params(lt_run *r) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (!all[i].fn) continue;
         lt_ctx *c = &all[i].p->ctx;
+        lt_clear_error(); /* a refusal without a message must not show an earlier one */
         lt_status st = all[i].fn(c);
         if (st != LT_OK) {
             const char *msg = lt_last_error(c);

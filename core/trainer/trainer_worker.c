@@ -296,8 +296,8 @@ lt_status lt_trainer_setup_worker(lt_trainer *t) {
     lt_status st = LT_ACC(r)->setup(&r->accel.ctx, r->world.device);
     if (st != LT_OK) return lt_run_hook_failed(r, &r->accel, "setup", st);
     r->accel_ready = true;
-    bool host = false;
-    r->inputs_in_place = LT_ACC(r)->memory_is_host &&
+    bool host = false; /* what memory_is_host promises from 1.9 (accelerator.h) */
+    r->inputs_in_place = r->accel.desc->abi_minor >= 9 && LT_ACC(r)->memory_is_host &&
                          LT_ACC(r)->memory_is_host(&r->accel.ctx, &host) == LT_OK && host;
     r->strategy_started = true; /* teardown is owed from here, even if this fails */
     st = LT_STRAT(r)->setup_environment(&r->strategy.ctx, r);

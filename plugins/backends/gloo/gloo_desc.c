@@ -3,7 +3,7 @@
 
 static const lt_param_spec gloo_params[] = {
     {"num_threads", LT_PARAM_INT, "1",
-     "gloo contexts (each with a worker thread) per group; collectives are dealt round-robin"},
+     "gloo contexts (1..16, each with a worker thread) per group; collectives are dealt round-robin"},
     {"iface", LT_PARAM_STRING, NULL,
      "network interface or local address for gloo's TCP pairs (default: the one routing to MASTER_ADDR)"},
     {"realtime", LT_PARAM_STRING, "auto",

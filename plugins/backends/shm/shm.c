@@ -891,7 +891,8 @@ lt_status ltshm_destroy(lt_ctx *ctx, lt_backend_group *g) {
  * not call it. */
 lt_status ltshm_check_params(lt_ctx *ctx) {
     const char *rt = lt_param_str(ctx, "realtime", "auto");
-    if (strcmp(rt, "auto") && strcmp(rt, "on") && strcmp(rt, "off")) {
+    bool on;
+    if (strcmp(rt, "auto") && !lt_parse_bool(rt, &on)) {
         lt_set_error(ctx, "backend.realtime = '%s': use auto, on or off", rt);
         return LT_ERR_INVALID;
     }
@@ -940,7 +941,10 @@ lt_status ltshm_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
     g->half = g->slot_bytes / 2;
     g->hdr_len = hdr_bytes(world);
     g->map_len = g->hdr_len + (size_t)world * g->slot_bytes + shm_p2p_bytes(world);
-    g->want_rt = strcmp(lt_param_str(ctx, "realtime", "auto"), "off") != 0;
+    const char *rt = lt_param_str(ctx, "realtime", "auto");
+    bool rt_on = true; /* auto: when permitted; on/off and the other boolean words as said */
+    if (strcmp(rt, "auto")) lt_parse_bool(rt, &rt_on);
+    g->want_rt = rt_on;
     atomic_init(&g->refs, 1);
     pthread_mutex_init(&g->mu, NULL);
     pthread_mutex_init(&g->p2p_mu, NULL);

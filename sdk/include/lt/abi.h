@@ -118,8 +118,10 @@ typedef struct lt_param_spec {
  *
  * Called by the core when it builds a trainer (lt_trainer_new: `ltrun
  * --check`, ltrun before it starts any worker, and every worker), on that
- * thread, once the plugin is loaded and the config complete, before any
- * other hook of the plugin. ctx has the config and nothing else: the hook
+ * thread, once every plugin is loaded and the config complete, before
+ * setup and every later hook (only the probes that pick the plugins ran
+ * before it: is_available, device_count, launch_kind, an environment's
+ * score and world queries). ctx has the config and nothing else: the hook
  * reads its parameters (lt_param_str, ...), keeps nothing, starts nothing
  * and touches no device. It returns LT_OK, or LT_ERR_INVALID with
  * lt_set_error naming the key, the value and the values that would do, the

@@ -268,8 +268,14 @@ typedef struct lt_accelerator_desc {
 
     /* ABI 1.1. Optional: whether alloc() returns host memory that a process
      * group backend may read directly (cpu: true). Called by the core when
-     * it creates a process group, on that thread. Default: false (device
-     * memory: the backend must be one for that device). */
+     * it creates a process group, on that thread, and at setup. Default:
+     * false (device memory: the backend must be one for that device).
+     * From 1.9, true also says the kernels may read alloc_host memory (the
+     * loader's batch buffers) and are done with their inputs when they
+     * return or at the next synchronize, whichever the core calls before it
+     * asks the loader for the next batch: a step then reads the batch where
+     * the loader put it instead of copying it. A plugin built before 1.9
+     * keeps the copy. */
     lt_status (*memory_is_host)(lt_ctx *ctx, bool *out);
 
     /* ABI 1.9. Optional: judges the parameters before anything starts
