@@ -309,9 +309,9 @@ print()
 def target(run, ref, b, need, what):
     m, bb = ratio(run, ref, b, med), ratio(run, ref, b, best)
     if m is None:
-        print("target: %s at batch %d >= %.1fx: n/a (not measured)" % (what, b, need))
+        print("target: %s at batch %d >= %gx: n/a (not measured)" % (what, b, need))
     else:
-        print("target: %s at batch %d >= %.1fx: %.2fx (best %.2fx) -> %s" % (
+        print("target: %s at batch %d >= %gx: %.2fx (best %.2fx) -> %s" % (
             what, b, need, m, bb, "met" if m >= need else "not met"))
 target("lt_ddp", "torch_ddp", 64, 2.5, "lt ddp (default: auto = shm, overlap auto) / torch DDP")
 target("lt_ddp_overlap", "torch_ddp", 64, 2.5, "lt ddp (overlap on) / torch DDP")

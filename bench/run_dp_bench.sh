@@ -312,9 +312,9 @@ print()
 def target(run, ref, b, need, what):
     m, bb = ratio(run, ref, b, med), ratio(run, ref, b, best)
     if m is None:
-        print("target: %s at batch %d >= %.1fx: n/a (not measured)" % (what, b, need))
+        print("target: %s at batch %d >= %gx: n/a (not measured)" % (what, b, need))
     else:
-        print("target: %s at batch %d >= %.1fx: %.2fx (best %.2fx) -> %s" % (
+        print("target: %s at batch %d >= %gx: %.2fx (best %.2fx) -> %s" % (
             what, b, need, m, bb, "met" if m >= need else "not met"))
 for b in batches:
     target("dp", "single_2t", b, 1.7, "dp / single_device on 2 cores (2 threads)")

@@ -203,9 +203,9 @@ if peak > 0:
     print()
 def target(b, need, what):
     if b not in ratio:
-        print("target: lt >= %.1fx torch at batch %d (%s): n/a (not measured)" % (need, b, what))
+        print("target: lt >= %gx torch at batch %d (%s): n/a (not measured)" % (need, b, what))
     else:
-        print("target: lt >= %.1fx torch at batch %d (%s): %.2fx -> %s" % (
+        print("target: lt >= %gx torch at batch %d (%s): %.2fx -> %s" % (
             need, b, what, ratio[b], "met" if ratio[b] >= need else "NOT met"))
 target(64, 1.5, "per-step overhead counts")
 target(1024, 1.0, "GEMM counts")
