@@ -74,7 +74,8 @@
 # left sharded (gathered for checkpoints): 1-3%, within this machine's
 # run-to-run spread, for group-memory parameters and a sharded state.
 # Taking the average inside the optimizer step instead (measured
-# 2026-11-25, same machine): with the reduction skipped altogether (wrong
+# 2026-11-25 on the AMD EPYC, Zen 3, 2 cores; lt against lt, ltrun ddp at
+# batch 64, interleaved): with the reduction skipped altogether (wrong
 # results, timing only) ddp ran 4% faster (45.1K -> 46.9K samples/s, five
 # interleaved pairs). A real version of it, each rank reading every rank's
 # gradients straight from group memory in the SGD pass between two group

@@ -887,12 +887,20 @@ lt_status ltshm_destroy(lt_ctx *ctx, lt_backend_group *g) {
 
 /* ---- create ---- */
 
+/* backend.realtime into *on (auto: true, when permitted); false when it is
+ * neither auto nor a boolean word. */
+static bool rt_setting(lt_ctx *ctx, bool *on) {
+    const char *rt = lt_param_str(ctx, "realtime", "auto");
+    *on = true;
+    return !strcmp(rt, "auto") || lt_parse_bool(rt, on);
+}
+
 /* The parameters' values: check_params, and create for a caller that did
  * not call it. */
 lt_status ltshm_check_params(lt_ctx *ctx) {
-    const char *rt = lt_param_str(ctx, "realtime", "auto");
     bool on;
-    if (strcmp(rt, "auto") && !lt_parse_bool(rt, &on)) {
+    if (!rt_setting(ctx, &on)) {
+        const char *rt = lt_param_str(ctx, "realtime", "auto");
         lt_set_error(ctx, "backend.realtime = '%s': use auto, on or off", rt);
         return LT_ERR_INVALID;
     }
@@ -941,9 +949,8 @@ lt_status ltshm_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
     g->half = g->slot_bytes / 2;
     g->hdr_len = hdr_bytes(world);
     g->map_len = g->hdr_len + (size_t)world * g->slot_bytes + shm_p2p_bytes(world);
-    const char *rt = lt_param_str(ctx, "realtime", "auto");
-    bool rt_on = true; /* auto: when permitted; on/off and the other boolean words as said */
-    if (strcmp(rt, "auto")) lt_parse_bool(rt, &rt_on);
+    bool rt_on;
+    rt_setting(ctx, &rt_on); /* judged by ltshm_check_params above */
     g->want_rt = rt_on;
     atomic_init(&g->refs, 1);
     pthread_mutex_init(&g->mu, NULL);

@@ -399,6 +399,21 @@ static void test_type_errors(void) {
     lt_config_free(c);
 }
 
+/* An INI file setting `key` at line `first` and again at `line`: refused
+ * with both places, in a config of its own. */
+static void expect_set_twice(const char *name, const char *text, int line, const char *key,
+                             int first) {
+    lt_config *c = lt_config_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    char want[1400];
+    const char *path = write_ini(name, text);
+    CU_ASSERT_EQUAL(lt_config_load_ini(c, path, err, sizeof err), LT_ERR_INVALID);
+    snprintf(want, sizeof want, "%s:%d: %s is set twice in the file (first at %s:%d); keep one",
+             path, line, key, path, first);
+    ASSERT_STR(err, want);
+    lt_config_free(c);
+}
+
 static void test_ini_syntax_errors(void) {
     lt_config *c = lt_config_new();
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
@@ -423,23 +438,11 @@ static void test_ini_syntax_errors(void) {
 
     /* a key given twice, in one section or in a repeated one: the last used
      * to win silently */
-    path = write_ini("dup1.ini", "[trainer]\nmax_epochs = 3\nmax_steps = 5\nmax_epochs = 4\n");
-    CU_ASSERT_EQUAL(lt_config_load_ini(c, path, err, sizeof err), LT_ERR_INVALID);
-    snprintf(want, sizeof want, "%s:4: trainer.max_epochs is set twice in the file (first at "
-             "%s:2); keep one", path, path);
-    ASSERT_STR(err, want);
-    lt_config_free(c);
-    c = lt_config_new();
-    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    path = write_ini("dup2.ini",
-                     "[data]\nbatch_size = 8\n[trainer]\nmax_steps = 5\n[data]\nbatch_size = 9\n");
-    CU_ASSERT_EQUAL(lt_config_load_ini(c, path, err, sizeof err), LT_ERR_INVALID);
-    snprintf(want, sizeof want, "%s:6: data.batch_size is set twice in the file (first at %s:2); "
-             "keep one", path, path);
-    ASSERT_STR(err, want);
-    lt_config_free(c);
-    c = lt_config_new();
-    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    expect_set_twice("dup1.ini", "[trainer]\nmax_epochs = 3\nmax_steps = 5\nmax_epochs = 4\n", 4,
+                     "trainer.max_epochs", 2);
+    expect_set_twice("dup2.ini",
+                     "[data]\nbatch_size = 8\n[trainer]\nmax_steps = 5\n[data]\nbatch_size = 9\n", 6,
+                     "data.batch_size", 2);
 
     path = write_ini("syntax4.ini", "[trainer]\n= 3\n");
     CU_ASSERT_EQUAL(lt_config_load_ini(c, path, err, sizeof err), LT_ERR_INVALID);
