@@ -84,33 +84,7 @@ int main(int argc, char **argv) {
         ltrun_args_free(&a);
         return 0;
     }
-    if (a.check_only) {
-        /* The module's own parameters (model.hidden = 0) are judged by its
-         * init: built once without weights. Only here, where nothing trains
-         * afterwards (a run's workers judge them when they build the model). */
-        st = lt_trainer_check_model(t);
-        if (st == LT_OK) st = lt_trainer_check_ckpt(t, a.ckpt_path, !a.validate_only && !a.test_only);
-        lt_launch_info info; /* --nnodes, --node-rank, --rdzv-endpoint: judged for a launch */
-        if (st == LT_OK && (st = lt_trainer_launch_info(t, &info)) != LT_OK) {
-            fprintf(stderr, "ltrun: error: %s\n", lt_last_error(NULL));
-            lt_trainer_free(t);
-            ltrun_args_free(&a);
-            return exit_status(st);
-        }
-        if (st != LT_OK) {
-            fprintf(stderr, "ltrun: error: %s\n", lt_trainer_error(t));
-            lt_trainer_free(t);
-            ltrun_args_free(&a);
-            return exit_status(st);
-        }
-        printf("ltrun: configuration valid; plugins loaded: %s\n", lt_trainer_summary(t));
-        lt_trainer_free(t);
-        ltrun_args_free(&a);
-        return 0;
-    }
-    /* ddp and friends: this process only starts and watches the workers,
-     * which run this program again and find LOCAL_RANK set. */
-    lt_launch_info info;
+    lt_launch_info info; /* --nnodes, --node-rank, --rdzv-endpoint: judged for any run */
     st = lt_trainer_launch_info(t, &info);
     if (st != LT_OK) {
         fprintf(stderr, "ltrun: error: %s\n", lt_last_error(NULL));
@@ -118,6 +92,29 @@ int main(int argc, char **argv) {
         ltrun_args_free(&a);
         return exit_status(st);
     }
+    /* What a run would refuse before training, judged once here: by --check,
+     * and before ltrun starts workers, so a bad model parameter or
+     * checkpoint is one line and exit 2, not one per rank and the launcher's
+     * report. The module's init on a model without weights (model.hidden = 0)
+     * and the checkpoint's header add nothing measurable to a start. */
+    if (a.check_only || info.launch) {
+        st = lt_trainer_check_model(t);
+        if (st == LT_OK) st = lt_trainer_check_ckpt(t, a.ckpt_path, !a.validate_only && !a.test_only);
+        if (st != LT_OK) {
+            fprintf(stderr, "ltrun: error: %s\n", lt_trainer_error(t));
+            lt_trainer_free(t);
+            ltrun_args_free(&a);
+            return exit_status(st);
+        }
+    }
+    if (a.check_only) {
+        printf("ltrun: configuration valid; plugins loaded: %s\n", lt_trainer_summary(t));
+        lt_trainer_free(t);
+        ltrun_args_free(&a);
+        return 0;
+    }
+    /* ddp and friends: this process only starts and watches the workers,
+     * which run this program again and find LOCAL_RANK set. */
     if (info.launch) {
         printf("lt: %s\n", lt_trainer_summary(t));
         lt_trainer_free(t);

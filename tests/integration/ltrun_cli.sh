@@ -322,4 +322,18 @@ cli p_run --config "$INI" --plugin-dir "$PLUGINS" --strategy ddp --devices 2 --m
 check "p_run: exits 2 ($RC)" [ "$RC" -eq 2 ]
 check "p_run: one line" one_line p_run
 check "p_run: no worker started" bash -c "! grep -q 'starting 2 workers' '$IT_TMP/p_run.out' '$IT_TMP/p_run.err'"
+# The same for the module's parameters and the checkpoint, which --check
+# judges too: before this, each rank printed the refusal and ltrun added
+# its report of the rank that exited.
+cli m_run --config "$INI" --plugin-dir "$PLUGINS" --strategy ddp --devices 2 --max-epochs 1 \
+    --default-root-dir "$IT_TMP/m_run" --set model.hidden=0
+check "m_run: exits 2 ($RC)" [ "$RC" -eq 2 ]
+check "m_run: one line" one_line m_run
+check "m_run: the module's words" says m_run "^ltrun: error: model 'fashion_mnist_mlp': init failed: .*hidden"
+check "m_run: no worker started" bash -c "! grep -q 'starting 2 workers' '$IT_TMP/m_run.out' '$IT_TMP/m_run.err'"
+cli c_run --config "$INI" --plugin-dir "$PLUGINS" --strategy ddp --devices 2 --max-epochs 1 \
+    --default-root-dir "$IT_TMP/c_run" --ckpt-path "$IT_TMP/junk.safetensors"
+check "c_run: a corrupt checkpoint exits 1, as --check ($RC)" [ "$RC" -eq 1 ]
+check "c_run: one line" one_line c_run
+check "c_run: no worker started" bash -c "! grep -q 'starting 2 workers' '$IT_TMP/c_run.out' '$IT_TMP/c_run.err'"
 it_finish
