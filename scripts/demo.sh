@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, and trains the Fashion-MNIST
-# MLP with ddp on two processes talking through gloo.
+# MLP with ddp on two processes (backend auto: shared memory on one host, gloo
+# between hosts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
