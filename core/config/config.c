@@ -374,6 +374,10 @@ static const core_key core_keys[] = {
      {AT_LEAST(0), H("0 = batch_size")}},
     {"data", "shuffle", B, "true", "shuffle training data each epoch", ANY},
     {"data", "val_split", I, "5000", "training samples held out for validation", {AT_LEAST(0)}},
+    {"data", "num_classes", I, "10",
+     "classes the built-in IDX reader's labels index (the MNIST family: 10); a label outside "
+     "[0, num_classes) is refused when its file is read",
+     {IN(1, 256), H("labels are bytes: 1 to 256")}},
     {"data", "normalize_mean", F, "0.2860", "mean subtracted from pixels", ANY},
     {"data", "normalize_std", F, "0.3530", "standard deviation pixels are divided by", {ABOVE(0)}},
     {"data", "prefetch", I, "2", "batches prepared ahead (2 to 64)", {IN(2, 64)}},
@@ -668,6 +672,18 @@ static int ini_seen(ini_state *st, const char *sect, const char *name) {
 /* Lines longer than this are refused with an error; inih would split them. */
 #define LT_INI_MAX_LINE (1 << 24)
 
+/* "[]" or "[ ]": inih takes it for a section named "", which its handler
+ * cannot tell from no header at all, and a "[]" with no key under it would
+ * pass unseen; so the reader, which sees every line, judges it. inih skips
+ * a UTF-8 byte order mark before the first line. */
+static bool empty_section_header(const char *line, int lineno) {
+    if (lineno == 1 && !strncmp(line, "\xEF\xBB\xBF", 3)) line += 3;
+    while (isspace((unsigned char)*line)) line++;
+    if (*line++ != '[') return false;
+    while (isspace((unsigned char)*line)) line++;
+    return *line == ']';
+}
+
 static char *ini_read(char *buf, int num, void *stream) {
     ini_state *st = stream;
     if (st->too_long || !fgets(buf, num, st->f)) {
@@ -680,6 +696,13 @@ static char *ini_read(char *buf, int num, void *stream) {
         st->line_len = 0;
         snprintf(st->shown, sizeof st->shown, "%s", buf);
         st->shown[strcspn(st->shown, "\r\n")] = 0;
+        if (empty_section_header(buf, st->lineno)) {
+            seterr(st->err, st->errlen, "%s:%d: empty section name in '%s'; write the section's "
+                   "name between the brackets, e.g. [trainer]", st->path, st->lineno,
+                   st->shown + strspn(st->shown, " \t"));
+            st->status = LT_ERR_INVALID;
+            return NULL; /* read as the end of the file: inih stops */
+        }
     }
     st->line_len += n;
     st->at_line_start = n > 0 && buf[n - 1] == '\n';

@@ -17,20 +17,22 @@
 
 /* ---- datasets ------------------------------------------------------------ */
 
-/* Opens a pair of IDX files (gzip-compressed or plain): images with magic
- * 0x00000803 (u8, N x rows x cols, big-endian header) and labels with magic
- * 0x00000801 (u8, N). Both are read into memory once; the files are closed
- * before this returns.
+/* Opens a pair of IDX files (plain, or gzip of one or more members): images
+ * with magic 0x00000803 (u8, N x rows x cols, big-endian header) and labels
+ * with magic 0x00000801 (u8, N). Both are read into memory once; the files
+ * are closed before this returns.
  *
  * Fields: 0 = f32 image [1, rows, cols], each pixel (x/255 - mean)/std;
- *         1 = i32 label [] (the raw byte, 0..255; no class-range check).
+ *         1 = i32 label [] (the raw byte, 0..255; lt_idx_dataset_open_cached
+ *         checks them against the number of classes).
  * `get` is safe to call concurrently from any number of threads.
  *
  * Errors: LT_ERR_NOT_FOUND (a file is missing), LT_ERR_IO (cannot be opened or
- * read), LT_ERR_CORRUPT (bad magic, zero or overflowing dimensions, payload
- * shorter than its header says, damaged gzip stream, image and label counts
- * differ), LT_ERR_INVALID (std <= 0 or not finite, NULL arguments),
- * LT_ERR_NOMEM. On error *out is left zeroed.
+ * read), LT_ERR_CORRUPT (bad magic, zero or overflowing dimensions, data
+ * shorter or longer than its header says, damaged gzip stream, bytes after
+ * the last gzip member that are not one, image and label counts differ),
+ * LT_ERR_INVALID (std <= 0 or not finite, NULL arguments, a label outside
+ * the classes), LT_ERR_NOMEM. On error *out is left zeroed.
  * The caller owns *out and releases it with lt_dataset_destroy. */
 lt_status lt_idx_dataset_open(const char *images_path, const char *labels_path,
                               double mean, double std, lt_dataset *out, char *err,
@@ -39,10 +41,13 @@ lt_status lt_idx_dataset_open(const char *images_path, const char *labels_path,
  * NULL: no cache) and read from there sample by sample (pread), so the
  * decoded pixels are shared by the host's processes through the page cache
  * instead of copied into each. A cache that cannot be written is skipped
- * (the images stay in memory); an entry that does not match is rebuilt. */
+ * (the images stay in memory); an entry that does not match is rebuilt.
+ * With num_classes > 0 every label must lie in [0, num_classes): the first
+ * that does not is refused here (LT_ERR_INVALID, naming the label file, the
+ * sample and the value), not by the loss at the batch that holds it. */
 lt_status lt_idx_dataset_open_cached(const char *images_path, const char *labels_path, double mean,
-                                     double std, const char *cache_dir, lt_dataset *out, char *err,
-                                     size_t errlen);
+                                     double std, int num_classes, const char *cache_dir,
+                                     lt_dataset *out, char *err, size_t errlen);
 
 /* A view of samples [start, start + count) of `base`, renumbered from 0 (the
  * train/validation split: the last val_split samples of train validate).

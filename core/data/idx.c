@@ -1,8 +1,9 @@
 /* IDX files (the MNIST family's format) as an lt_dataset, and subset views.
  *
  * Without a cache both files are read into memory at open, so `get` is a
- * table lookup per pixel and needs no locking. zlib's gzread reads plain
- * files transparently, so uncompressed IDX files work through the same path.
+ * table lookup per pixel and needs no locking. Plain and gzip files (one
+ * member or several) are read alike (idx_gz.c); the bytes must end where
+ * the header says, and a gzip file where its last member does.
  *
  * With a cache directory (data.cache_dir), the first open decompresses the
  * images once into a plain IDX file there (idx_cache.c); every later open,
@@ -19,13 +20,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 #include "data_internal.h"
 #include "idx_cache.h"
+#include "idx_gz.h"
 
 #define IDX_MAGIC_IMAGES 0x00000803u /* u8 elements, 3 dimensions */
 #define IDX_MAGIC_LABELS 0x00000801u /* u8 elements, 1 dimension */
-#define IDX_READ_CHUNK (1u << 30)     /* gzread takes an unsigned count */
 /* A header that lies about its size must not make us allocate what the file
  * does not hold, so the buffer starts at most this big and grows with data. */
 #define IDX_INITIAL_CAP ((size_t)64 << 20)
@@ -45,7 +45,7 @@ typedef struct idx_dataset {
 /* One IDX file being read: where it is and what its header promised. */
 typedef struct idx_file {
     const char *path;
-    gzFile gz;
+    idx_src src;
     uint32_t magic;
     int ndims;
     uint32_t dims[3];
@@ -53,74 +53,14 @@ typedef struct idx_file {
     uint8_t *data;
 } idx_file;
 
-static lt_status fail(char *err, size_t errlen, lt_status st, const char *fmt, ...)
-    LT_PRINTF(4, 5);
-static lt_status fail(char *err, size_t errlen, lt_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
+static lt_status idx_read(idx_file *f, uint8_t *dst, size_t want, size_t *got, char *err,
+                          size_t errlen) {
+    return idx_src_read(&f->src, dst, want, got, CORRUPT_FIX, err, errlen);
 }
 
-/* gzdopen names the stream "<fd:N>" in its messages; we print the path ourselves. */
-static const char *zlib_message(gzFile gz, int *errnum) {
-    const char *m = gzerror(gz, errnum);
-    if (m && !strncmp(m, "<fd:", 4)) {
-        const char *colon = strstr(m, ": ");
-        if (colon) m = colon + 2;
-    }
-    return m && *m ? m : "unknown zlib error";
-}
-
-static lt_status gz_failure(idx_file *f, char *err, size_t errlen) {
-    int errnum = Z_OK;
-    const char *m = zlib_message(f->gz, &errnum);
-    if (errnum == Z_ERRNO)
-        return fail(err, errlen, LT_ERR_IO, "%s: cannot read: %s", f->path, strerror(errno));
-    if (errnum == Z_MEM_ERROR)
-        return fail(err, errlen, LT_ERR_NOMEM, "%s: out of memory while decompressing", f->path);
-    return fail(err, errlen, LT_ERR_CORRUPT, "%s: corrupt gzip data (%s); %s", f->path, m,
-                CORRUPT_FIX);
-}
-
-static lt_status idx_file_open(idx_file *f, char *err, size_t errlen) {
-    /* open() ourselves: errno from gzopen is not reliable after its cleanup.
-     * O_NONBLOCK so that a FIFO in the data's place is refused below
-     * instead of blocking until something writes to it. */
-    int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0 && errno == ENOENT)
-        return fail(err, errlen, LT_ERR_NOT_FOUND, "%s: not found; %s", f->path, NOT_FOUND_FIX);
-    if (fd < 0)
-        return fail(err, errlen, LT_ERR_IO, "%s: cannot open: %s", f->path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return fail(err, errlen, LT_ERR_INVALID, "%s: %s, not a data file; %s", f->path,
-                    S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file", NOT_FOUND_FIX);
-    }
-    f->gz = gzdopen(fd, "rb");
-    if (!f->gz) {
-        close(fd);
-        return fail(err, errlen, LT_ERR_NOMEM, "%s: cannot start zlib on it", f->path);
-    }
-    gzbuffer(f->gz, 1u << 17);
-    return LT_OK;
-}
-
-/* Reads up to `want` bytes; returns how many arrived, or -1 on a zlib error. */
-static int64_t gz_read_some(gzFile gz, uint8_t *dst, size_t want) {
-    size_t got = 0;
-    while (got < want) {
-        size_t chunk = want - got < IDX_READ_CHUNK ? want - got : IDX_READ_CHUNK;
-        int r = gzread(gz, dst + got, (unsigned)chunk);
-        if (r < 0) return -1;
-        if (r == 0) break;
-        got += (size_t)r;
-    }
-    return (int64_t)got;
+/* Said after a count of bytes when the file ends inside a gzip member. */
+static const char *cut_note(const idx_file *f) {
+    return f->src.cut ? " (gzip stream ends early: unexpected end of file)" : "";
 }
 
 static uint32_t be32(const uint8_t *p) {
@@ -133,18 +73,17 @@ static const char *idx_kind(uint32_t magic) {
 
 static lt_status idx_read_header(idx_file *f, uint32_t want_magic, char *err, size_t errlen) {
     f->ndims = want_magic == IDX_MAGIC_IMAGES ? 3 : 1;
-    size_t hdr_len = 4 + 4 * (size_t)f->ndims;
+    size_t hdr_len = 4 + 4 * (size_t)f->ndims, got;
     uint8_t hdr[16];
-    int64_t got = gz_read_some(f->gz, hdr, hdr_len);
-    if (got < 0) return gz_failure(f, err, errlen);
+    LT_CHECK(idx_read(f, hdr, hdr_len, &got, err, errlen));
     if (got >= 4 && be32(hdr) != want_magic)
-        return fail(err, errlen, LT_ERR_CORRUPT,
+        return idx_fail(err, errlen, LT_ERR_CORRUPT,
                     "%s: bad IDX magic: expected 0x%x (%s), found 0x%x; is this the right file?",
                     f->path, want_magic, idx_kind(want_magic), be32(hdr));
-    if ((size_t)got < hdr_len)
-        return fail(err, errlen, LT_ERR_CORRUPT,
-                    "%s: truncated: %lld bytes, shorter than the %zu-byte IDX header; %s",
-                    f->path, (long long)got, hdr_len, CORRUPT_FIX);
+    if (got < hdr_len)
+        return idx_fail(err, errlen, LT_ERR_CORRUPT,
+                    "%s: truncated: %zu bytes, shorter than the %zu-byte IDX header%s; %s",
+                    f->path, got, hdr_len, cut_note(f), CORRUPT_FIX);
     f->magic = want_magic;
     for (int i = 0; i < f->ndims; i++) f->dims[i] = be32(hdr + 4 + 4 * i);
     return LT_OK;
@@ -154,7 +93,7 @@ static lt_status idx_check_dims(idx_file *f, char *err, size_t errlen) {
     uint64_t total = 1;
     for (int i = 0; i < f->ndims; i++) {
         if (f->dims[i] == 0)
-            return fail(err, errlen, LT_ERR_CORRUPT,
+            return idx_fail(err, errlen, LT_ERR_CORRUPT,
                         "%s: corrupt header: dimension %d is 0; %s", f->path, i, CORRUPT_FIX);
         if (__builtin_mul_overflow(total, (uint64_t)f->dims[i], &total)) {
             total = UINT64_MAX;
@@ -163,7 +102,7 @@ static lt_status idx_check_dims(idx_file *f, char *err, size_t errlen) {
     }
     /* Keep a margin below SIZE_MAX/INT64_MAX so offsets computed later cannot wrap. */
     if (total > ((uint64_t)1 << 48) || total > SIZE_MAX / 2)
-        return fail(err, errlen, LT_ERR_CORRUPT,
+        return idx_fail(err, errlen, LT_ERR_CORRUPT,
                     "%s: corrupt header: dimensions %u x %u x %u are absurd; %s", f->path,
                     f->dims[0], f->ndims > 1 ? f->dims[1] : 1, f->ndims > 2 ? f->dims[2] : 1,
                     CORRUPT_FIX);
@@ -171,18 +110,20 @@ static lt_status idx_check_dims(idx_file *f, char *err, size_t errlen) {
     return LT_OK;
 }
 
-static lt_status idx_truncated(idx_file *f, size_t got, char *err, size_t errlen) {
-    int errnum = Z_OK;
-    const char *m = zlib_message(f->gz, &errnum);
-    char what[128];
+/* "100 images of 28x28 = 78400 bytes": what the header promises. */
+static const char *idx_promise(const idx_file *f, char *buf, size_t len) {
     if (f->ndims == 3)
-        snprintf(what, sizeof what, "%u images of %ux%u", f->dims[0], f->dims[1], f->dims[2]);
+        snprintf(buf, len, "%u images of %ux%u = %zu bytes", f->dims[0], f->dims[1], f->dims[2],
+                 f->payload);
     else
-        snprintf(what, sizeof what, "%u labels", f->dims[0]);
-    return fail(err, errlen, LT_ERR_CORRUPT,
-                "%s: truncated: header says %s = %zu bytes, file holds %zu%s%s%s; %s", f->path,
-                what, f->payload, got, errnum == Z_BUF_ERROR ? " (gzip stream ends early: " : "",
-                errnum == Z_BUF_ERROR ? m : "", errnum == Z_BUF_ERROR ? ")" : "", CORRUPT_FIX);
+        snprintf(buf, len, "%u labels = %zu bytes", f->dims[0], f->payload);
+    return buf;
+}
+
+static lt_status idx_truncated(idx_file *f, size_t got, char *err, size_t errlen) {
+    char what[128];
+    return idx_fail(err, errlen, LT_ERR_CORRUPT, "%s: truncated: header says %s, file holds %zu%s; %s",
+                f->path, idx_promise(f, what, sizeof what), got, cut_note(f), CORRUPT_FIX);
 }
 
 /* Grows the buffer only as data actually arrives (see IDX_INITIAL_CAP). */
@@ -191,42 +132,50 @@ static lt_status idx_read_payload(idx_file *f, char *err, size_t errlen) {
     for (;;) {
         uint8_t *p = realloc(f->data, cap);
         if (!p)
-            return fail(err, errlen, LT_ERR_NOMEM, "%s: cannot allocate %zu bytes", f->path, cap);
+            return idx_fail(err, errlen, LT_ERR_NOMEM, "%s: cannot allocate %zu bytes", f->path, cap);
         f->data = p;
-        int64_t r = gz_read_some(f->gz, f->data + got, cap - got);
-        if (r < 0) return gz_failure(f, err, errlen);
-        got += (size_t)r;
+        size_t r;
+        LT_CHECK(idx_read(f, f->data + got, cap - got, &r, err, errlen));
+        got += r;
         if (got < cap) return idx_truncated(f, got, err, errlen);
         if (got == f->payload) return LT_OK;
         cap = cap > f->payload / 2 ? f->payload : cap * 2;
     }
 }
 
-/* Reads to the end so that zlib checks the gzip trailer (CRC and length):
- * damage there, or in data after the payload, still means a bad file. */
-static lt_status idx_check_trailer(idx_file *f, char *err, size_t errlen) {
+/* The data end where the header says: not a byte more (a header and data
+ * that disagree mean a damaged or wrong file, whichever is right), and a
+ * gzip file's last member whole, so its CRC and length were checked. */
+static lt_status idx_check_end(idx_file *f, char *err, size_t errlen) {
     uint8_t sink[4096];
-    int r;
-    while ((r = gzread(f->gz, sink, sizeof sink)) > 0) {
-    }
-    int errnum = Z_OK;
-    gzerror(f->gz, &errnum);
-    /* Z_BUF_ERROR at the end: the stream stops before its trailer. */
-    return r < 0 || errnum == Z_BUF_ERROR ? gz_failure(f, err, errlen) : LT_OK;
+    uint64_t extra = 0;
+    size_t got;
+    do {
+        LT_CHECK(idx_read(f, sink, sizeof sink, &got, err, errlen));
+        extra += got;
+    } while (got == sizeof sink);
+    char what[128];
+    if (extra)
+        return idx_fail(err, errlen, LT_ERR_CORRUPT, "%s: too long: header says %s, the %s holds %llu "
+                    "more; %s", f->path, idx_promise(f, what, sizeof what),
+                    f->src.gzip ? "decompressed data" : "file", (unsigned long long)extra,
+                    CORRUPT_FIX);
+    if (f->src.cut)
+        return idx_fail(err, errlen, LT_ERR_CORRUPT, "%s: corrupt gzip data (unexpected end of file: "
+                    "the gzip stream is cut inside its trailer, so its CRC cannot be checked); %s",
+                    f->path, CORRUPT_FIX);
+    return LT_OK;
 }
 
 static lt_status idx_file_read(idx_file *f, uint32_t magic, char *err, size_t errlen) {
-    LT_CHECK(idx_file_open(f, err, errlen));
+    LT_CHECK(idx_src_open(&f->src, f->path, NOT_FOUND_FIX, err, errlen));
     LT_CHECK(idx_read_header(f, magic, err, errlen));
     LT_CHECK(idx_check_dims(f, err, errlen));
     LT_CHECK(idx_read_payload(f, err, errlen));
-    return idx_check_trailer(f, err, errlen);
+    return idx_check_end(f, err, errlen);
 }
 
-static void idx_file_close(idx_file *f) {
-    if (f->gz) gzclose(f->gz);
-    f->gz = NULL;
-}
+static void idx_file_close(idx_file *f) { idx_src_close(&f->src); }
 
 /* ---- the dataset interface ------------------------------------------------ */
 
@@ -346,14 +295,32 @@ static lt_status idx_images(idx_file *img, const char *cache_dir, int *fd, char 
     return LT_OK;
 }
 
-lt_status lt_idx_dataset_open_cached(const char *images_path, const char *labels_path, double mean, double std,
-                                     const char *cache_dir, lt_dataset *out, char *err, size_t errlen) {
+/* One pass over the labels (60000 bytes for Fashion-MNIST's train split):
+ * a label past the classes is named with its file and sample here, once,
+ * instead of by the loss kernel at whichever batch draws it. */
+static lt_status idx_check_labels(const idx_file *lab, int num_classes, char *err, size_t errlen) {
+    size_t bad = 0, first = 0;
+    for (size_t i = lab->payload; i-- > 0;)
+        if (lab->data[i] >= num_classes) {
+            bad++;
+            first = i;
+        }
+    if (!bad) return LT_OK;
+    return idx_fail(err, errlen, LT_ERR_INVALID, "%s: sample %zu has label %u, outside the classes [0, "
+                "%d) (%zu of its %zu labels are); use the label file of this dataset, or set "
+                "data.num_classes to the number of classes its labels count", lab->path, first,
+                lab->data[first], num_classes, bad, lab->payload);
+}
+
+lt_status lt_idx_dataset_open_cached(const char *images_path, const char *labels_path, double mean,
+                                     double std, int num_classes, const char *cache_dir,
+                                     lt_dataset *out, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
     if (out) memset(out, 0, sizeof *out);
     if (!images_path || !labels_path || !out)
-        return fail(err, errlen, LT_ERR_INVALID, "idx dataset: NULL path or output");
+        return idx_fail(err, errlen, LT_ERR_INVALID, "idx dataset: NULL path or output");
     if (!(std > 0) || !isfinite(std) || !isfinite(mean))
-        return fail(err, errlen, LT_ERR_INVALID,
+        return idx_fail(err, errlen, LT_ERR_INVALID,
                     "idx dataset: normalization mean %g, std %g: std must be > 0 and both finite",
                     mean, std);
     idx_file img = {.path = images_path}, lab = {.path = labels_path};
@@ -361,15 +328,16 @@ lt_status lt_idx_dataset_open_cached(const char *images_path, const char *labels
     char cpath[512] = "";
     lt_status st = idx_images(&img, cache_dir, &fd, cpath, sizeof cpath, err, errlen);
     if (st == LT_OK) st = idx_file_read(&lab, IDX_MAGIC_LABELS, err, errlen);
+    if (st == LT_OK && num_classes > 0) st = idx_check_labels(&lab, num_classes, err, errlen);
     if (st == LT_OK && img.dims[0] != lab.dims[0])
-        st = fail(err, errlen, LT_ERR_CORRUPT,
+        st = idx_fail(err, errlen, LT_ERR_CORRUPT,
                   "%s holds %u images but %s holds %u labels; pair files of the same split "
                   "(train-* with train-*, t10k-* with t10k-*)",
                   img.path, img.dims[0], lab.path, lab.dims[0]);
     idx_file_close(&img);
     idx_file_close(&lab);
     idx_dataset *d = st == LT_OK ? calloc(1, sizeof *d) : NULL;
-    if (st == LT_OK && !d) st = fail(err, errlen, LT_ERR_NOMEM, "idx dataset: out of memory");
+    if (st == LT_OK && !d) st = idx_fail(err, errlen, LT_ERR_NOMEM, "idx dataset: out of memory");
     if (st != LT_OK) {
         free(img.data);
         free(lab.data);
@@ -386,7 +354,8 @@ lt_status lt_idx_dataset_open_cached(const char *images_path, const char *labels
 
 lt_status lt_idx_dataset_open(const char *images_path, const char *labels_path, double mean,
                               double std, lt_dataset *out, char *err, size_t errlen) {
-    return lt_idx_dataset_open_cached(images_path, labels_path, mean, std, NULL, out, err, errlen);
+    return lt_idx_dataset_open_cached(images_path, labels_path, mean, std, 0, NULL, out, err,
+                                      errlen);
 }
 
 /* ---- subset views ----------------------------------------------------------- */

@@ -142,7 +142,10 @@ static lt_status write_rows(const lt_metrics *ms, size_t from, FILE *f) {
 }
 
 /* Lightning's CSVLogger layout: one row per (step, epoch) with the metrics
- * logged there, blank cells elsewhere. Rows are merged by step and epoch. */
+ * logged there, blank cells elsewhere. Rows are merged by step and epoch.
+ * Written to <path>.tmp and renamed over path; whatever fails (a full disk
+ * shows in a write, the flush at fclose or the rename), the temporary file
+ * is removed and the previous metrics.csv stays as it was. */
 lt_status lt_metrics_write_csv(const lt_metrics *ms, const char *path, char *err, size_t errlen) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -151,17 +154,21 @@ lt_status lt_metrics_write_csv(const lt_metrics *ms, const char *path, char *err
     fprintf(f, "epoch,step");
     for (int i = 0; i < ms->n; i++) fprintf(f, ",%s", ms->m[i].name);
     fputc('\n', f);
-    if (write_rows(ms, 0, f) != LT_OK) {
-        fclose(f);
-        remove(tmp);
-        snprintf(err, errlen, "out of memory writing %s", path);
-        return LT_ERR_NOMEM;
+    lt_status st = write_rows(ms, 0, f);
+    bool bad = ferror(f) != 0; /* a write that failed before the last flush */
+    int e = errno;
+    if (fclose(f) != 0 && !bad) {
+        bad = true;
+        e = errno;
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot write %s: %m", path);
-        return LT_ERR_IO;
-    }
-    return LT_OK;
+    if (st == LT_OK && !bad && rename(tmp, path) == 0) return LT_OK;
+    if (st == LT_OK && !bad) e = errno; /* the rename's */
+    remove(tmp);
+    errno = e ? e : EIO;
+    if (st != LT_OK) snprintf(err, errlen, "out of memory writing %s (what it held is kept)", path);
+    else snprintf(err, errlen, "cannot write %s: %m (what it held is kept); free space on its "
+                  "file system or set trainer.default_root_dir elsewhere", path);
+    return st != LT_OK ? st : LT_ERR_IO;
 }
 
 lt_status lt_metrics_flush_csv(lt_metrics *ms, const char *path, char *err, size_t errlen) {
@@ -197,6 +204,7 @@ lt_status lt_metrics_flush_csv(lt_metrics *ms, const char *path, char *err, size
         snprintf(err, errlen, "out of memory writing %s", path);
         return st;
     }
+    off_t start = lseek(fd, 0, SEEK_END); /* where the file ends: cut back to it on failure */
     size_t off = 0;
     ssize_t w = 0;
     while (off < len && ((w = write(fd, text + off, len - off)) > 0 || (w < 0 && errno == EINTR)))
@@ -204,14 +212,17 @@ lt_status lt_metrics_flush_csv(lt_metrics *ms, const char *path, char *err, size
     int e = errno;
     free(text);
     bool ok = off == len;
+    if (!ok && off > 0 && (start < 0 || ftruncate(fd, start) != 0))
+        ms->csv_rows = 0; /* part of a line stayed: the next flush writes the file whole */
     if (close(fd) != 0 && ok) {
         ok = false;
         e = errno;
+        ms->csv_rows = 0; /* what close failed to write is unknown: write it whole next time */
     }
     if (!ok) {
-        ms->csv_rows = 0; /* part of a line may be there: the next flush writes it whole */
-        errno = e;
-        snprintf(err, errlen, "cannot append to %s: %m", path);
+        errno = e ? e : EIO;
+        snprintf(err, errlen, "cannot append to %s: %m; free space on its file system or set "
+                 "trainer.default_root_dir elsewhere", path);
         return LT_ERR_IO;
     }
     ms->csv_rows = ms->nrows;

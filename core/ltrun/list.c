@@ -1,15 +1,13 @@
 /* --list-plugins and --help-plugin. */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include "args.h"
 #include "registry/registry.h"
 
 /* NULL after printing why, with ltrun's exit status in *rc: out of memory
- * (1), or a --plugin-dir that is not a directory (2; LT_PLUGIN_PATH entries
- * may be missing, like PATH entries). */
+ * (1), or a --plugin-dir or LT_PLUGIN_PATH entry that is not a usable
+ * directory (2). */
 static lt_registry *open_registry(const ltrun_args *a, int *rc) {
     lt_registry *r = lt_registry_new();
     *rc = 1;
@@ -20,17 +18,22 @@ static lt_registry *open_registry(const ltrun_args *a, int *rc) {
     for (int i = 0; i < a->nplugin_dirs; i++) {
         lt_status st = lt_registry_add_dir(r, a->plugin_dirs[i]);
         if (st == LT_OK) continue;
-        struct stat sb;
-        const char *why = st == LT_ERR_NOMEM              ? "out of memory"
-                          : stat(a->plugin_dirs[i], &sb) ? strerror(errno)
-                                                         : "not a directory";
+        const char *why = st == LT_ERR_NOMEM ? "out of memory"
+                                             : lt_registry_dir_problem(a->plugin_dirs[i]);
         fprintf(stderr, "ltrun: error: --plugin-dir '%s': %s; name an existing directory of "
-                "liblt-<kind>-<name>.so plugins\n", a->plugin_dirs[i], why);
+                "liblt-<kind>-<name>.so plugins\n", a->plugin_dirs[i], why ? why : "not usable");
         lt_registry_free(r);
         if (st != LT_ERR_NOMEM) *rc = EXIT_REFUSED;
         return NULL;
     }
-    lt_registry_add_default_dirs(r);
+    char err[1400];
+    lt_status st = lt_registry_add_default_dirs(r, err, sizeof err);
+    if (st != LT_OK) {
+        fprintf(stderr, "ltrun: error: %s\n", err);
+        lt_registry_free(r);
+        if (st != LT_ERR_NOMEM) *rc = EXIT_REFUSED;
+        return NULL;
+    }
     return r;
 }
 

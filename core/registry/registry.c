@@ -5,6 +5,7 @@
  * before starting workers or threads, so nothing here takes a lock; a program
  * that loads plugins from several threads must serialize the calls itself. */
 #define _GNU_SOURCE /* dladdr1, RTLD_DL_LINKMAP */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,12 +105,21 @@ static lt_status add_dir_unchecked(lt_registry *r, const char *dir) {
     return LT_OK;
 }
 
+const char *lt_registry_dir_problem(const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) != 0) return strerror(errno);
+    if (!S_ISDIR(st.st_mode)) return "not a directory";
+    /* unlistable or unsearchable: its plugins would be missed, not refused */
+    if (access(dir, R_OK | X_OK) != 0)
+        return errno == EACCES ? "not readable (permission denied)" : strerror(errno);
+    return NULL;
+}
+
 /* A --plugin-dir that is not a directory is a user error worth reporting
  * (LT_ERR_NOT_FOUND), not something to skip silently. */
 lt_status lt_registry_add_dir(lt_registry *r, const char *dir) {
     if (!r || !dir || !*dir) return LT_ERR_INVALID;
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return LT_ERR_NOT_FOUND;
+    if (lt_registry_dir_problem(dir)) return LT_ERR_NOT_FOUND;
     return add_dir_unchecked(r, dir);
 }
 
@@ -146,17 +156,45 @@ static bool plugin_dir_beside_core(char out[PATH_MAX]) {
     return realpath(joined, out) && stat(out, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-void lt_registry_add_default_dirs(lt_registry *r) {
-    if (!r || r->default_dirs_added) return;
-    r->default_dirs_added = true;
+/* Every LT_PLUGIN_PATH entry the user named must be a usable directory, as
+ * a --plugin-dir must: a typo would otherwise show up later as "plugin not
+ * found", or never (when another directory has the plugins too). Empty
+ * entries ("a::b", a trailing ':') are skipped; unlike PATH's, they do not
+ * mean the current directory. */
+static lt_status check_path_entries(const char *path, char *err, size_t errlen) {
+    char *copy = strdup(path), *save = NULL;
+    if (!copy) return LT_ERR_NOMEM;
+    for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        const char *why = lt_registry_dir_problem(d);
+        if (!why) continue;
+        registry_err(err, errlen, "LT_PLUGIN_PATH entry '%s': %s; name an existing directory of "
+                     "liblt-<kind>-<name>.so plugins, or remove the entry from LT_PLUGIN_PATH",
+                     d, why);
+        free(copy);
+        return LT_ERR_NOT_FOUND;
+    }
+    free(copy);
+    return LT_OK;
+}
+
+lt_status lt_registry_add_default_dirs(lt_registry *r, char *err, size_t errlen) {
+    if (!r) return LT_ERR_INVALID;
+    if (r->default_dirs_added) return LT_OK;
     const char *path = getenv("LT_PLUGIN_PATH");
-    char *copy = path ? strdup(path) : NULL;
-    char *save = NULL;
-    for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save))
-        add_dir_unchecked(r, d);
+    if (path) LT_CHECK(check_path_entries(path, err, errlen)); /* all judged, none added yet */
+    char *copy = path ? strdup(path) : NULL, *save = NULL;
+    if (path && !copy) return LT_ERR_NOMEM;
+    lt_status st = LT_OK;
+    for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d && st == LT_OK;
+         d = strtok_r(NULL, ":", &save))
+        st = add_dir_unchecked(r, d);
     free(copy);
     char dir[PATH_MAX];
-    add_dir_unchecked(r, plugin_dir_beside_core(dir) ? dir : LT_PLUGIN_INSTALL_DIR);
+    if (st == LT_OK)
+        st = add_dir_unchecked(r, plugin_dir_beside_core(dir) ? dir : LT_PLUGIN_INSTALL_DIR);
+    if (st == LT_OK) r->default_dirs_added = true;
+    else registry_err(err, errlen, "out of memory");
+    return st;
 }
 
 /* ---- loading ------------------------------------------------------------- */

@@ -4,12 +4,13 @@
  *
  * Search order: directories added with lt_registry_add_dir (in order: the
  * --plugin-dir flags, then trainer.plugin_dir), then LT_PLUGIN_PATH
- * (colon-separated), then the built-in plugins' directory found at run time
- * beside the core: <dir of liblt.so>/lt/abi-<major>, or for a program with
- * the core linked in (ltrun) <its dir>/../lib/lt/abi-<major>, so a moved
- * install still finds them; the configured install path only when that
- * lookup fails. Plugins are never dlclosed (threads they started may
- * outlive any point the core could know is safe). */
+ * (colon-separated; each entry must exist, as a --plugin-dir must), then
+ * the built-in plugins' directory found at run time beside the core:
+ * <dir of liblt.so>/lt/abi-<major>, or for a program with the core linked
+ * in (ltrun) <its dir>/../lib/lt/abi-<major>, so a moved install still
+ * finds them; the configured install path only when that lookup fails.
+ * Plugins are never dlclosed (threads they started may outlive any point
+ * the core could know is safe). */
 #ifndef LT_REGISTRY_H
 #define LT_REGISTRY_H
 
@@ -21,9 +22,17 @@ typedef struct lt_registry lt_registry;
 lt_registry *lt_registry_new(void);
 void lt_registry_free(lt_registry *r); /* frees tables, keeps libraries loaded */
 
+/* Why `dir` cannot be a plugin directory ("not a directory", strerror's
+ * text), or NULL when it is one this process can list and open. */
+const char *lt_registry_dir_problem(const char *dir);
+/* LT_ERR_NOT_FOUND when `dir` has a problem (lt_registry_dir_problem). */
 lt_status lt_registry_add_dir(lt_registry *r, const char *dir);
-/* Adds LT_PLUGIN_PATH entries and the install directory (once). */
-void lt_registry_add_default_dirs(lt_registry *r);
+/* Adds the LT_PLUGIN_PATH entries (colon-separated; empty entries are
+ * skipped) and the built-in plugins' directory, once. An entry that is not
+ * a usable directory is refused (LT_ERR_NOT_FOUND, one line in err naming
+ * the variable, the entry and the fix) and nothing is added; the built-in
+ * directory may be missing (it is listed in "looked in" all the same). */
+lt_status lt_registry_add_default_dirs(lt_registry *r, char *err, size_t errlen);
 
 /* Loads the plugin of `kind` named by `spec`: a name ("ddp", any case), a file
  * name ("liblt-strategy-ddp.so") or a path ("./x/liblt-strategy-ddp.so",

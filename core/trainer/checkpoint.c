@@ -15,8 +15,6 @@
 #include "trainer_internal.h"
 #include "io/safetensors.h"
 
-#define CKPT_FORMAT "lt-checkpoint-1"
-
 static lt_status to_host(lt_run *r, const void *dev, size_t bytes, void **out) {
     *out = malloc(bytes ? bytes : 1);
     if (!*out) return lt_run_fail(r, LT_ERR_NOMEM, "out of memory saving a checkpoint");
@@ -72,7 +70,7 @@ lt_status lt_checkpoint_save(lt_trainer *t, const char *path) {
     }
     if (st == LT_OK) {
         const char *meta[] = {
-            "format", CKPT_FORMAT, "lt.model", r->module.ctx.name, "lt.epoch", epoch,
+            "format", LT_CKPT_FORMAT, "lt.model", r->module.ctx.name, "lt.epoch", epoch,
             "lt.batch_in_epoch", batch, "lt.global_step", gstep, "lt.optimizer", r->optim_cfg.name,
             "lt.optimizer_step", ostep, "lt.seed", seed, "lt.precision", r->precision.ctx.name,
             "lt.precision_state", prec, "lt.monitor", t->opt.ckpt.monitor, "lt.best_score", t->has_best ? best : "",
@@ -92,16 +90,6 @@ lt_status lt_checkpoint_save(lt_trainer *t, const char *path) {
     free(ts);
     free(names);
     return st;
-}
-
-static lt_status meta_int(lt_run *r, lt_st_file *f, const char *path, const char *key, int64_t *out) {
-    const char *v = lt_st_meta(f, key);
-    char *end;
-    errno = 0; /* ERANGE: an epoch of 10^20 would resume at INT64_MAX and train nothing */
-    if (!v || !*v || (*out = strtoll(v, &end, 10), *end) || errno || *out < 0)
-        return lt_run_fail(r, LT_ERR_CORRUPT, "checkpoint %s: metadata '%s' is missing, not an integer, out of range or negative ('%s'); it was not written by lt's trainer",
-                           path, key, v ? v : "");
-    return LT_OK;
 }
 
 /* A tensor the file lacks keeps its initial value: check_names let that
@@ -188,23 +176,13 @@ static lt_status check_names(lt_trainer *t, lt_st_file *f, const char *path, boo
     return LT_OK;
 }
 
-/* A trainer checkpoint (lt's format tag) or weights only: a file without lt's
- * tag, as safetensors.torch.save_file writes it (no metadata) or Hugging Face
- * ("format": "pt"), holds parameters by name and nothing else. */
-static lt_status file_kind(lt_run *r, lt_st_file *f, const char *path, bool *full) {
-    const char *fmt = lt_st_meta(f, "format");
-    *full = fmt && !strcmp(fmt, CKPT_FORMAT);
-    if (!*full && fmt && !strncmp(fmt, "lt-", 3))
-        return lt_run_fail(r, LT_ERR_UNSUPPORTED, "checkpoint %s has format '%s'; this lt reads '%s' checkpoints "
-                           "and weights-only files: use the lt that wrote it", path, fmt, CKPT_FORMAT);
-    if (!*full) return LT_OK;
-    const char *oname = lt_st_meta(f, "lt.optimizer");
-    /* Before the names: another optimizer's state tensors are not "tensors
-     * the model lacks", and strict = false must not drop them silently. */
-    if (!oname || strcasecmp(oname, r->optim_cfg.name))
-        return lt_run_fail(r, LT_ERR_MISMATCH, "checkpoint %s was saved with optimizer '%s', this run uses '%s'; use the same optimizer.name to resume",
-                           path, oname ? oname : "(none)", r->optim_cfg.name);
-    return LT_OK;
+/* Before the names: another optimizer's state tensors are not "tensors the
+ * model lacks", and strict = false must not drop them silently. */
+static lt_status check_optimizer(lt_run *r, const lt_ckpt_meta *m, const char *path) {
+    if (!m->full || !strcasecmp(m->optimizer, r->optim_cfg.name)) return LT_OK;
+    return lt_run_fail(r, LT_ERR_MISMATCH, "checkpoint %s was saved with optimizer '%s', this run "
+                       "uses '%s'; use the same optimizer.name to resume", path, m->optimizer,
+                       r->optim_cfg.name);
 }
 
 /* A checkpoint saved mid-epoch on another number of ranks (elastic nodes):
@@ -213,16 +191,16 @@ static lt_status file_kind(lt_run *r, lt_st_file *f, const char *path, bool *ful
  * samples, which are the first b x W / W' batches of each of W' ranks.
  * Rounded down to whole accumulation windows: a few samples may be seen
  * twice, none skipped. Files without lt.world_size (older lt) keep b. */
-static int64_t rescale_batch(lt_trainer *t, lt_st_file *f, int64_t batch) {
+static int64_t rescale_batch(lt_trainer *t, const lt_ckpt_meta *m, int64_t batch) {
     lt_run *r = &t->run;
-    const char *v = lt_st_meta(f, "lt.world_size");
     int now = r->world.world_size > 0 ? r->world.world_size : 1;
-    char *end;
-    long was = v && *v ? strtol(v, &end, 10) : now;
-    if (!v || !*v || *end || was < 1) was = now;
+    long was = m->world_size > 0 ? m->world_size : now;
     if (was == now) return batch;
     t->world_changed = true; /* fit clamps b to its epoch's length (a partial last batch rounds up) */
-    int64_t b = batch * was / now, acc = r->accumulate > 0 ? r->accumulate : 1;
+    int64_t b, acc = r->accumulate > 0 ? r->accumulate : 1;
+    /* A position past any epoch (an edited file) saturates; fit clamps it. */
+    if (__builtin_mul_overflow(batch, (int64_t)was, &b)) b = INT64_MAX;
+    b /= now;
     b -= b % acc;
     if (r->world.global_rank == 0) {
         printf("lt: the checkpoint was saved on %ld rank%s, this run has %d: effective batch %lld -> %lld samples per "
@@ -247,8 +225,12 @@ lt_status lt_checkpoint_load(lt_trainer *t, const char *path, bool fit) {
     char err[1024];
     lt_status st = lt_st_open(path, &f, err, sizeof err);
     if (st != LT_OK) return lt_run_fail(r, st, "--ckpt-path: %s", err);
-    bool full = false;
-    st = file_kind(r, f, path, &full);
+    lt_ckpt_meta meta;
+    st = lt_checkpoint_read_meta(f, path, &meta, err, sizeof err);
+    if (st != LT_OK) lt_run_fail(r, st, "%s", err);
+    bool full = meta.full;
+    if (st == LT_OK) st = lt_checkpoint_check_model(t, path, &meta, r->world.global_rank == 0);
+    if (st == LT_OK) st = check_optimizer(r, &meta, path);
     if (st == LT_OK) st = check_names(t, f, path, full);
     lt_model *m = r->model;
     r->params_version++; /* replicas holding copies fetch the loaded values */
@@ -272,27 +254,20 @@ lt_status lt_checkpoint_load(lt_trainer *t, const char *path, bool fit) {
                    fit ? ": training starts at epoch 0, step 0 with a fresh optimizer" : "");
         return LT_OK;
     }
-    int64_t epoch = 0, batch = 0, gstep = 0, ostep = 0;
-    if (st == LT_OK) st = meta_int(r, f, path, "lt.epoch", &epoch);
-    if (st == LT_OK) st = meta_int(r, f, path, "lt.batch_in_epoch", &batch);
-    if (st == LT_OK) st = meta_int(r, f, path, "lt.global_step", &gstep);
-    if (st == LT_OK) st = meta_int(r, f, path, "lt.optimizer_step", &ostep);
+    int64_t epoch = meta.epoch, batch = meta.batch_in_epoch, gstep = meta.global_step;
     if (st == LT_OK) {
-        const char *ps = lt_st_meta(f, "lt.precision_state");
-        lt_status s2 = LT_PREC(r)->load_state(&r->precision.ctx, ps ? ps : "");
+        lt_status s2 = LT_PREC(r)->load_state(&r->precision.ctx, meta.precision_state);
         if (s2 != LT_OK) st = lt_run_hook_failed(r, &r->precision, "load_state", s2);
     }
     if (st == LT_OK) {
-        const char *best = lt_st_meta(f, "lt.best_score");
-        const char *mon = lt_st_meta(f, "lt.monitor");
-        if (best && *best && mon && !strcmp(mon, t->opt.ckpt.monitor)) {
-            t->best_score = strtod(best, NULL);
+        if (meta.has_best && !strcmp(meta.monitor, t->opt.ckpt.monitor)) {
+            t->best_score = meta.best_score;
             t->has_best = true;
         }
         r->epoch = epoch;
-        r->batch_in_epoch = rescale_batch(t, f, batch);
+        r->batch_in_epoch = rescale_batch(t, &meta, batch);
         r->global_step = gstep;
-        r->optim.step = ostep;
+        r->optim.step = meta.optimizer_step;
         st = LT_ACC(r)->synchronize(&r->accel.ctx);
         if (st != LT_OK) st = lt_run_hook_failed(r, &r->accel, "synchronize", st);
     }
@@ -305,30 +280,21 @@ lt_status lt_checkpoint_load(lt_trainer *t, const char *path, bool fit) {
 
 /* The seed a checkpoint was trained with, so a resumed run shuffles and
  * drops out exactly as the original did. A file without lt's format tag has
- * none (*found false): the run keeps its own seed. */
-lt_status lt_checkpoint_peek_seed(const char *path, uint64_t *seed, bool *found, char *err, size_t errlen) {
+ * none (*found false): the run keeps its own. Every metadata value and the
+ * model are checked here already, the first time a run opens the file. */
+lt_status lt_checkpoint_peek(lt_trainer *t, const char *path, uint64_t *seed, bool *found) {
     lt_st_file *f;
+    char err[1024];
     *found = false;
-    lt_status st = lt_st_open(path, &f, err, errlen);
-    if (st != LT_OK) return st;
-    const char *fmt = lt_st_meta(f, "format");
-    const char *v = lt_st_meta(f, "lt.seed");
-    if (!fmt || strcmp(fmt, CKPT_FORMAT)) {
-        lt_st_close(f); /* weights only, or a format lt_checkpoint_load refuses */
-        return LT_OK;
-    }
-    if (!v || !*v) {
-        snprintf(err, errlen, "checkpoint %s has no lt.seed metadata; pass a checkpoint written by lt", path);
-        st = LT_ERR_CORRUPT;
-    } else {
-        char *end;
-        errno = 0;
-        *seed = strtoull(v, &end, 10);
-        if (*end || errno || *v == '-') {
-            snprintf(err, errlen, "checkpoint %s: metadata lt.seed '%s' is not an unsigned integer; pass a checkpoint written by lt", path, v);
-            st = LT_ERR_CORRUPT;
-        }
-        *found = st == LT_OK;
+    lt_status st = lt_st_open(path, &f, err, sizeof err);
+    if (st != LT_OK) return lt_run_fail(&t->run, st, "--ckpt-path: %s", err);
+    lt_ckpt_meta m;
+    st = lt_checkpoint_read_meta(f, path, &m, err, sizeof err);
+    if (st != LT_OK) lt_run_fail(&t->run, st, "%s", err);
+    if (st == LT_OK) st = lt_checkpoint_check_model(t, path, &m, false);
+    if (st == LT_OK && m.full) {
+        *seed = m.seed;
+        *found = true;
     }
     lt_st_close(f);
     return st;

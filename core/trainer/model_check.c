@@ -39,9 +39,10 @@ lt_status lt_trainer_check_model(lt_trainer *t) {
     return st;
 }
 
-/* The checkpoint a run would load: named, found and with a header lt can
- * read (the tensors are matched against the model when it loads). "last"
- * with no file yet is fine for a fit, which then starts fresh. */
+/* The checkpoint a run would load: named, found, with a header lt can read,
+ * metadata values lt writes and this run's model in lt.model (the tensors
+ * are matched against the model when it loads). "last" with no file yet is
+ * fine for a fit, which then starts fresh. */
 lt_status lt_trainer_check_ckpt(lt_trainer *t, const char *path, bool fit) {
     if (!path) return LT_OK;
     LT_CHECK(lt_trainer_set_ckpt_path(t, path));
@@ -49,7 +50,5 @@ lt_status lt_trainer_check_ckpt(lt_trainer *t, const char *path, bool fit) {
     if (!t->ckpt_path[0]) return LT_OK;
     uint64_t seed;
     bool found;
-    char err[1024];
-    lt_status st = lt_checkpoint_peek_seed(t->ckpt_path, &seed, &found, err, sizeof err);
-    return st == LT_OK ? LT_OK : lt_run_fail(&t->run, st, "--ckpt-path: %s", err);
+    return lt_checkpoint_peek(t, t->ckpt_path, &seed, &found);
 }

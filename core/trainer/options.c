@@ -130,6 +130,7 @@ static lt_status read_data(reader *r, lt_data_options *o) {
                     lt_config_origin(r->c, "data", "batch_size"));
     if (o->val_batch_size <= 0) o->val_batch_size = o->batch_size;
     o->val_split = i64(r, "data", "val_split");
+    o->num_classes = (int)i64(r, "data", "num_classes");
     o->shuffle = flag(r, "data", "shuffle");
     o->drop_last = flag(r, "data", "drop_last");
     o->prefetch = (int)i64(r, "data", "prefetch");

@@ -36,6 +36,7 @@ typedef struct lt_data_options {
     double mean, std;         /* normalisation */
     int64_t batch_size, val_batch_size;
     int64_t val_split;        /* samples held out of the training set */
+    int num_classes;          /* the built-in reader's labels lie in [0, num_classes) */
     bool shuffle, drop_last;
     int prefetch;             /* batches the loader keeps ready, >= 2 */
 } lt_data_options;

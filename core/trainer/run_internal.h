@@ -34,6 +34,8 @@ struct lt_run {
     lt_config *config;
     lt_registry *registry;
     lt_plugin accel, strategy, precision, env, module, backend;
+    lt_plugin node_backend; /* auto across hosts: shm, which the hierarchical group runs
+                               inside each node beside gloo (loaded to judge its values) */
     lt_launch_kind launch;
     lt_device_list devices;
     lt_world world;

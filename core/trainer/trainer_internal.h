@@ -73,14 +73,41 @@ lt_status lt_checkpoint_save(lt_trainer *t, const char *path);
 /* fit: training follows (resuming: the temp files of killed writers of
  * path go first; a weights-only file's message says training starts at 0). */
 lt_status lt_checkpoint_load(lt_trainer *t, const char *path, bool fit);
-/* *found false (LT_OK) for a file without lt's trainer state. */
-lt_status lt_checkpoint_peek_seed(const char *path, uint64_t *seed, bool *found, char *err, size_t errlen);
+/* Opens path and checks its metadata (lt_checkpoint_read_meta, and lt.model
+ * against this run's model): the checkpoint's seed, *found false for a
+ * weights-only file. Errors through the run's slot, open errors prefixed
+ * "--ckpt-path: ". For --check and the worker's seed, before the model. */
+lt_status lt_checkpoint_peek(lt_trainer *t, const char *path, uint64_t *seed, bool *found);
 /* t->ckpt_path "last" / "best" -> that file in checkpoint.dirpath; for fit a
  * missing last leaves ckpt_path empty and sets ckpt_fresh. Before setup. */
 lt_status lt_checkpoint_resolve(lt_trainer *t, bool fit);
 /* Rank 0 only: removes the temp files of killed writers of path, or with
  * path NULL of the run's last and best checkpoints. Never fails the run. */
 void lt_checkpoint_clean_temps(lt_trainer *t, const char *path);
+/* checkpoint_meta.c: the trainer state in a checkpoint's metadata. full is
+ * false for a file without lt's format tag (weights only; nothing else is
+ * read). The strings live until lt_st_close. */
+#define LT_CKPT_FORMAT "lt-checkpoint-1"
+struct lt_st_file; /* io/safetensors.h */
+typedef struct lt_ckpt_meta {
+    bool full;
+    const char *model, *optimizer, *precision, *precision_state, *monitor;
+    int64_t epoch, batch_in_epoch, global_step, optimizer_step;
+    uint64_t seed;
+    int world_size;    /* the ranks that saved it; 0: not recorded (older lt) */
+    bool has_best;     /* lt.best_score was set: the monitor's best so far */
+    double best_score;
+} lt_ckpt_meta;
+/* Every lt.* value checked for type and range: one line naming the file,
+ * the key, the value and the fix in err (LT_ERR_CORRUPT; LT_ERR_UNSUPPORTED
+ * for another lt format). */
+lt_status lt_checkpoint_read_meta(const struct lt_st_file *f, const char *path, lt_ckpt_meta *m,
+                                  char *err, size_t errlen);
+/* lt.model is this run's model; another's is refused (LT_ERR_MISMATCH,
+ * through the run's slot) unless checkpoint.strict = false, which warns
+ * when `warn`. */
+lt_status lt_checkpoint_check_model(lt_trainer *t, const char *path, const lt_ckpt_meta *m,
+                                    bool warn);
 /* checkpoint_keep.c: before a fit that does not resume from checkpoint.dirpath's
  * last or best itself, renames them to the lowest free last-vN/best-vN
  * (rank 0 only). */

@@ -4,13 +4,11 @@
 #include <ctype.h>
 #include <sched.h>
 #include <signal.h>
-#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include "trainer_internal.h"
 #include "launch_info.h"
@@ -356,18 +354,54 @@ static bool one_host(lt_run *r) {
     return nodes <= 1;
 }
 
+/* How many ranks share a host: the environment's word when it has one,
+ * else what ltrun would start on each node (ddp2: one process per node). */
+static int ranks_per_host(lt_run *r) {
+    const lt_environment_desc *e = LT_ENV(r);
+    int world = 0, local = 0;
+    if (e && e->world_size(&r->env.ctx, &world) == LT_OK && e->local_world_size &&
+        e->local_world_size(&r->env.ctx, &local) == LT_OK && world > 1 && local > 0)
+        return local;
+    return r->launch == LT_LAUNCH_NODE ? 1 : r->devices.count;
+}
+
+/* One process for the job (single_device, dp) creates no process group, but
+ * a backend it names must still be one that loads: a typo (mpi for gloo)
+ * would pass unseen until the first run with more processes. Loaded to be
+ * judged only: not the run's backend, its parameters not declared. */
+static lt_status check_unused_backend(lt_run *r, const char *b) {
+    if (!strcasecmp(b, "auto")) return LT_OK;
+    if (!*b) return empty_name(r, LT_KIND_BACKEND, "strategy.process_group_backend");
+    char err[1536];
+    const lt_plugin_header *d;
+    lt_status st = lt_registry_load(r->registry, LT_KIND_BACKEND, b, &d, err, sizeof err);
+    if (st != LT_OK) return lt_run_fail(r, st, "strategy.process_group_backend: %s", err);
+    lt_log(NULL, LT_LOG_DEBUG, "strategy.process_group_backend = %s: unused, strategy '%s' runs "
+           "one process", b, r->strategy.ctx.name);
+    return LT_OK;
+}
+
 /* process_group_backend = auto picks the transport by topology, as NCCL
  * does: on cpu, shared memory when every rank is on this host (no socket
- * copies through the kernel), gloo when the job spans hosts; nccl on gpu. */
+ * copies through the kernel), gloo when the job spans hosts; nccl on gpu.
+ * Across hosts with several ranks on each, lt_run_new_group makes a
+ * hierarchical group that runs shm inside each node (run_groups.c), so shm
+ * is loaded beside gloo: its parameters are declared in [backend] and its
+ * check_params judges them, as gloo's judges gloo's. */
 static lt_status pick_backend(lt_run *r) {
-    if (r->launch == LT_LAUNCH_NONE) return LT_OK;
     const char *b = cfg(r, "strategy", "process_group_backend");
+    if (r->launch == LT_LAUNCH_NONE) return check_unused_backend(r, b);
+    bool hier = false;
     if (!strcasecmp(b, "auto")) {
         b = !strcasecmp(r->accel.ctx.name, "gpu") ? "nccl" : one_host(r) ? "shm" : "gloo";
+        hier = !strcasecmp(b, "gloo") && ranks_per_host(r) > 1;
         lt_log(NULL, LT_LOG_DEBUG, "strategy.process_group_backend = auto: %s (%s)", b,
                !strcasecmp(b, "shm") ? "every rank on this host" : !strcasecmp(b, "gloo") ? "ranks on several hosts" : "gpu");
     }
-    return load_plugin(r, &r->backend, LT_KIND_BACKEND, b, "strategy.process_group_backend");
+    LT_CHECK(load_plugin(r, &r->backend, LT_KIND_BACKEND, b, "strategy.process_group_backend"));
+    if (!hier) return LT_OK;
+    return load_plugin(r, &r->node_backend, LT_KIND_BACKEND, "shm",
+                       "strategy.process_group_backend (auto: shm inside each node)");
 }
 
 /* Sections like [strategy.ddp] name a plugin: it must exist even when another
@@ -416,16 +450,16 @@ static lt_status load_config(lt_run *r, const lt_trainer_args *a) {
 
 /* A plugin directory the user named must exist: a typo would otherwise show
  * up later as "plugin not found", or never (when the install directory has
- * the plugins too). `what` names the setting. LT_PLUGIN_PATH entries and the
- * install directory may be missing, like PATH entries. */
+ * the plugins too). `what` names the setting. LT_PLUGIN_PATH entries are
+ * judged the same way by the registry; only the install directory may be
+ * missing. */
 static lt_status add_plugin_dir(lt_run *r, const char *dir, const char *what) {
     lt_status st = lt_registry_add_dir(r->registry, dir);
     if (st == LT_OK) return LT_OK;
     if (st == LT_ERR_NOMEM) return lt_run_fail(r, st, "out of memory");
-    struct stat sb;
-    const char *why = stat(dir, &sb) ? strerror(errno) : "not a directory";
+    const char *why = lt_registry_dir_problem(dir);
     return lt_run_fail(r, st, "%s: %s; name an existing directory of liblt-<kind>-<name>.so plugins",
-                       what, why);
+                       what, why ? why : "not usable");
 }
 
 static lt_status setup_registry(lt_run *r, const lt_trainer_args *a) {
@@ -442,8 +476,9 @@ static lt_status setup_registry(lt_run *r, const lt_trainer_args *a) {
                  lt_config_origin(r->config, "trainer", "plugin_dir"));
         LT_CHECK(add_plugin_dir(r, d, what));
     }
-    lt_registry_add_default_dirs(r->registry);
-    return LT_OK;
+    char err[1400];
+    lt_status st = lt_registry_add_default_dirs(r->registry, err, sizeof err);
+    return st == LT_OK ? LT_OK : lt_run_fail(r, st, "%s", err);
 }
 
 static void make_summary(lt_trainer *t) {
@@ -454,6 +489,9 @@ static void make_summary(lt_trainer *t) {
                      r->strategy.ctx.name, r->precision.ctx.name, r->env.ctx.name);
     if (r->backend.loaded && n < (int)sizeof t->summary)
         n += snprintf(t->summary + n, sizeof t->summary - n, ", backend %s", r->backend.ctx.name);
+    if (r->node_backend.loaded && n < (int)sizeof t->summary)
+        n += snprintf(t->summary + n, sizeof t->summary - n, " (%s inside each node)",
+                      r->node_backend.ctx.name);
     if (r->module.loaded && n < (int)sizeof t->summary)
         snprintf(t->summary + n, sizeof t->summary - n, ", model %s", r->module.ctx.name);
 }
@@ -674,6 +712,9 @@ static lt_status check_plugin_params(lt_run *r) {
         {&r->strategy, LT_STRAT(r)->check_params},
         {&r->env, LT_ENV(r)->check_params},
         {&r->backend, r->backend.loaded ? LT_BACKEND(r)->check_params : NULL},
+        {&r->node_backend, r->node_backend.loaded
+                               ? ((const lt_backend_desc *)r->node_backend.desc)->check_params
+                               : NULL},
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         if (!all[i].fn) continue;

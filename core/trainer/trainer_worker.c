@@ -82,11 +82,9 @@ static lt_status choose_seed(lt_trainer *t, uint64_t *out) {
         return lt_run_fail(r, LT_ERR_INVALID, "trainer.seed = '%s' (%s): use an integer >= 0, or leave it empty for a random seed",
                            s, t->opt.loop.seed_origin);
     if (t->ckpt_path[0]) {
-        char err[1024];
         uint64_t ck;
         bool found = false; /* a weights-only file has no seed: the run keeps its own */
-        lt_status st = lt_checkpoint_peek_seed(t->ckpt_path, &ck, &found, err, sizeof err);
-        if (st != LT_OK) return lt_run_fail(r, st, "--ckpt-path: %s", err);
+        LT_CHECK(lt_checkpoint_peek(t, t->ckpt_path, &ck, &found));
         if (found && have && seed != ck)
             lt_log(NULL, LT_LOG_WARN, "trainer.seed = %s but %s was trained with seed %llu: resuming with the checkpoint's",
                    s, t->ckpt_path, (unsigned long long)ck);
@@ -253,7 +251,8 @@ lt_status lt_trainer_open_data(lt_trainer *t) {
     const char *cache = lt_idx_cache_dir(d->cache_dir, cache_buf, sizeof cache_buf) ? cache_buf : NULL;
     snprintf(img, sizeof img, "%s/train-images-idx3-ubyte.gz", dir);
     snprintf(lab, sizeof lab, "%s/train-labels-idx1-ubyte.gz", dir);
-    lt_status st = lt_idx_dataset_open_cached(img, lab, mean, std, cache, &t->train_base, err, sizeof err);
+    lt_status st = lt_idx_dataset_open_cached(img, lab, mean, std, d->num_classes, cache,
+                                              &t->train_base, err, sizeof err);
     if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s (%s): %s", dir, d->dir_origin, err);
     int64_t n = t->train_base.iface->length(t->train_base.self);
     int64_t nval = d->val_split;
@@ -264,7 +263,8 @@ lt_status lt_trainer_open_data(lt_trainer *t) {
     if (nval > 0) lt_dataset_subset(&t->train_base, n - nval, nval, &t->val_ds);
     snprintf(img, sizeof img, "%s/t10k-images-idx3-ubyte.gz", dir);
     snprintf(lab, sizeof lab, "%s/t10k-labels-idx1-ubyte.gz", dir);
-    st = lt_idx_dataset_open_cached(img, lab, mean, std, cache, &t->test_ds, err, sizeof err);
+    st = lt_idx_dataset_open_cached(img, lab, mean, std, d->num_classes, cache, &t->test_ds, err,
+                                    sizeof err);
     if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s: %s", dir, err);
     t->data_open = true;
     return LT_OK;

@@ -1,8 +1,9 @@
-/* The IDX reader (core/data/idx.c): an images file and a labels file, gzip or
- * raw (zlib reads both). The first two bytes (big endian) say how many of the
- * remaining bytes are the images file, the rest is the labels file. When the
- * pair opens, every promise of the dataset interface is checked: its length,
- * field shapes, the first and last sample (read in full) and a subset view. */
+/* The IDX reader (core/data/idx.c, idx_gz.c): an images file and a labels
+ * file, gzip (one member or several) or raw. The first two bytes (big
+ * endian) say how many of the remaining bytes are the images file, the rest
+ * is the labels file. When the pair opens, every promise of the dataset
+ * interface is checked: its length, field shapes, the first and last
+ * sample (read in full) and a subset view. */
 #include "fuzz_common.h"
 #include "data/data_internal.h"
 #include "common/ctx.h"

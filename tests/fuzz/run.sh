@@ -28,7 +28,7 @@ targets=(
   "config_ini|core/config/config.c core/common/text.c core/common/ctx.c core/common/status.c|-linih|4096"
   "args|core/ltrun/args.c core/config/config.c core/config/devices.c core/common/text.c core/common/ctx.c core/common/status.c|-linih|4096"
   "devices|core/config/devices.c||256"
-  "idx|core/data/idx.c core/data/idx_cache.c core/common/ctx.c core/common/status.c|-lz|16384"
+  "idx|core/data/idx.c core/data/idx_gz.c core/data/idx_cache.c core/common/ctx.c core/common/status.c|-lz|16384"
   "safetensors|core/io/safetensors.c core/common/status.c|-ljansson|8192"
   "store_server|core/dist/store_wire.c core/dist/store_table.c core/common/ctx.c core/common/status.c|-lpthread|8192"
   "store_client|core/dist/store_wire.c core/common/ctx.c core/common/status.c||4096"

@@ -2,8 +2,11 @@
 # Bad inputs that used to train on silently, loop forever or fail late: each
 # run must exit promptly with a one-line error naming the problem, and with
 # README's status: 2 for an input that does not work (also when a ddp worker
-# under ltrun refuses it), 1 for a corrupt file.
-#   a. labels outside the classes (a label file of 200s)
+# under ltrun refuses it), 1 for a corrupt file (a checkpoint whose metadata
+# holds values lt never writes is one).
+#   a. labels outside the classes (a label file of 200s): refused when the
+#      file is read (data.num_classes), before any step; with num_classes
+#      raised past them, the loss still refuses them (its own check)
 #   b. a training set with no batches (limit_train_batches = 0, max_epochs -1)
 #   c. checkpoint.dirpath below a regular file: refused before any training
 #   d. a checkpoint whose lt.seed or lt.epoch metadata was tampered with
@@ -38,8 +41,15 @@ mkdir -p "$D"
 { printf '\x00\x00\x08\x01\x00\x00\x00\x64'; head -c 100 /dev/zero | tr '\0' '\310'; } | gzip >"$D/train-labels-idx1-ubyte.gz"
 cp "$D/train-images-idx3-ubyte.gz" "$D/t10k-images-idx3-ubyte.gz"
 cp "$D/train-labels-idx1-ubyte.gz" "$D/t10k-labels-idx1-ubyte.gz"
-fails_with labels 2 "label 200 in row 0" "${BASE[@]}" --set data.dir="$D" --set data.val_split=10 \
+SAYS="$D/train-labels-idx1-ubyte.gz: sample 0 has label 200, outside the classes \[0, 10)"
+SAYS+=" (100 of its 100 labels are); use the label file of this dataset, or set data.num_classes"
+fails_with labels 2 "$SAYS" "${BASE[@]}" --set data.dir="$D" --set data.val_split=10 \
     --batch-size 10 --max-steps 5 --set trainer.num_sanity_val_steps=0
+check "labels: one error line, from reading the data, not from a training step" bash -c \
+    "[ \$(grep -c . '$IT_TMP/labels.err') -eq 1 ] && ! grep -q training_step '$IT_TMP/labels.err'"
+fails_with labels256 2 "label 200 in row 0" "${BASE[@]}" --set data.dir="$D" \
+    --set data.val_split=10 --batch-size 10 --max-steps 5 --set trainer.num_sanity_val_steps=0 \
+    --set data.num_classes=256
 
 # b. no batches: used to run validation epoch after epoch without end
 T0=$(now_ms)
@@ -60,8 +70,10 @@ check "good: a checkpoint to tamper with" [ -s "$GOOD" ]
 LC_ALL=C sed 's/"lt.seed":"42"/"lt.seed":"4x"/' "$GOOD" >"$IT_TMP/seed.safetensors"
 LC_ALL=C sed 's/"lt.epoch":"\([0-9]\)"/"lt.epoch":"-"/' "$GOOD" >"$IT_TMP/epoch.safetensors"
 check "the tampered copies differ from the original" bash -c "! cmp -s '$GOOD' '$IT_TMP/seed.safetensors' && ! cmp -s '$GOOD' '$IT_TMP/epoch.safetensors'"
-fails_with badseed 1 "lt.seed" "${BASE[@]}" --max-steps 6 --ckpt-path "$IT_TMP/seed.safetensors"
-fails_with badepoch 1 "lt.epoch" "${BASE[@]}" --max-steps 6 --ckpt-path "$IT_TMP/epoch.safetensors"
+fails_with badseed 1 "metadata 'lt.seed' is '4x'" "${BASE[@]}" --max-steps 6 \
+    --ckpt-path "$IT_TMP/seed.safetensors"
+fails_with badepoch 1 "metadata 'lt.epoch' is '-'" "${BASE[@]}" --max-steps 6 \
+    --ckpt-path "$IT_TMP/epoch.safetensors"
 
 # e. zero-sized ddp buckets (one allreduce per gradient element)
 fails_with buckets 2 "strategy.bucket_cap_mb" "${BASE[@]}" --strategy ddp --devices 2 --max-steps 2 \

@@ -15,7 +15,13 @@
 #      tensor named) and loads with checkpoint.strict = false; a missing
 #      tensor is refused; a weights-only file (no metadata, as
 #      safetensors.torch.save_file writes it) tests to the same accuracy as
-#      the checkpoint it came from and starts a fit at step 0;
+#      the checkpoint it came from and starts a fit at step 0; metadata lt
+#      never writes (lt.epoch past int64, lt.world_size 0, -1 or garbage:
+#      a damaged file, exit 1) and another model's name in lt.model (with
+#      the same tensors: exit 2) are refused in one line naming file, key and
+#      value (also by --check, and by ltrun before it starts ddp workers),
+#      leaving the directory's last as it was;
+#      checkpoint.strict = false loads the other model's file with a warning;
 #   d. a new run in a directory holding an earlier run's last and best keeps
 #      them as last-v1 / best-v1 (byte for byte, one line saying so) and
 #      saves its own under the plain names; a third run keeps the second's
@@ -26,10 +32,10 @@ it_init checkpoint_faults "$@"
 command -v python3 >/dev/null || it_skip "no python3 to write weights-only files (scripts/install-deps.sh installs it)"
 ST_EDIT=(python3 "$SRC/tests/integration/st_edit.py")
 
-fails_with() { # fails_with LABEL NEEDLE args...: ltrun exits 2 and its stderr has NEEDLE
-    local label=$1 needle=$2; shift 2
+fails_with() { # fails_with LABEL NEEDLE args...: ltrun exits $EXIT_WANTED (2) and its stderr has NEEDLE
+    local label=$1 needle=$2 want=${EXIT_WANTED:-2}; shift 2
     run_ltrun "$label" "$@"
-    check "$label: refused, exit 2 ($RC)" [ "$RC" -eq 2 ]
+    check "$label: refused, exit $want ($RC)" [ "$RC" -eq "$want" ]
     check "$label: says '$needle'" contains "$IT_TMP/$label.err" "$needle"
     grep -h "error:" "$IT_TMP/$label.err" | head -1 | sed 's/^/    /'
 }
@@ -143,9 +149,42 @@ LAST=$R/checkpoints/last.safetensors
 "${ST_EDIT[@]}" add "$LAST" "$IT_TMP/extra.safetensors" head.extra
 "${ST_EDIT[@]}" drop "$LAST" "$IT_TMP/missing.safetensors" fc2.bias
 "${ST_EDIT[@]}" setmeta "$LAST" "$IT_TMP/epochbig.safetensors" lt.epoch 99999999999999999999
-run_ltrun epochbig "${BASE[@]}" --max-epochs 3 --ckpt-path "$IT_TMP/epochbig.safetensors" --default-root-dir "$IT_TMP/eb"
-check "an lt.epoch past int64 is refused as corrupt, exit 1 ($RC), not resumed at INT64_MAX" [ "$RC" -eq 1 ]
-check "it names lt.epoch and says out of range" contains "$IT_TMP/epochbig.err" "metadata 'lt.epoch' is missing, not an integer, out of range"
+# Not resumed at INT64_MAX (training nothing): refused, as every value lt never writes.
+EXIT_WANTED=1 fails_with epochbig "metadata 'lt.epoch' is '99999999999999999999', expected an integer in \[0, " \
+    "${BASE[@]}" --max-epochs 3 --ckpt-path "$IT_TMP/epochbig.safetensors" \
+    --default-root-dir "$IT_TMP/eb"
+one_line() { [ "$(grep -c . "$IT_TMP/$1.err")" -eq 1 ]; }
+# The same tensors under another model's name, resumed in $R: refused
+# before anything there is touched.
+cp "$LAST" "$IT_TMP/last.before"
+OM=$IT_TMP/othermodel.safetensors
+"${ST_EDIT[@]}" setmeta "$LAST" "$OM" lt.model fashion_mnist_cnn
+SAYS="checkpoint $OM was saved by model 'fashion_mnist_cnn' (metadata lt.model), this run"
+SAYS+=" trains 'fashion_mnist_mlp'; resume it with model.name = fashion_mnist_cnn, or set"
+SAYS+=" checkpoint.strict = false"
+fails_with othermodel "$SAYS" "${BASE[@]}" --max-epochs 3 --ckpt-path "$OM" --default-root-dir "$R"
+check "othermodel: one line" one_line othermodel
+check "othermodel: $R's last.safetensors is untouched" cmp -s "$IT_TMP/last.before" "$LAST"
+fails_with othermodel_check "was saved by model 'fashion_mnist_cnn'" "${BASE[@]}" \
+    --ckpt-path "$OM" --check
+fails_with othermodel_ddp "was saved by model 'fashion_mnist_cnn'" "${BASE[@]}" --strategy ddp \
+    --devices 2 --max-epochs 3 --ckpt-path "$OM" --default-root-dir "$IT_TMP/omd"
+check "othermodel_ddp: one line, refused before any worker starts" one_line othermodel_ddp
+run_ltrun othermodel_lenient "${BASE[@]}" --max-epochs 3 --set trainer.limit_train_batches=5 \
+    --ckpt-path "$OM" --set checkpoint.strict=false --default-root-dir "$IT_TMP/oml"
+check "checkpoint.strict = false resumes the other model's file (exit $RC)" [ "$RC" -eq 0 ]
+check "and warns naming the model" contains "$IT_TMP/othermodel_lenient.err" \
+    "(checkpoint.strict = false): saved by model 'fashion_mnist_cnn' (lt.model), loaded into"
+for ws in 0 -1 two; do
+    WS=$IT_TMP/ws$ws.safetensors
+    "${ST_EDIT[@]}" setmeta "$LAST" "$WS" lt.world_size "$ws"
+    EXIT_WANTED=1 fails_with "ws$ws" "checkpoint $WS: metadata 'lt.world_size' is '$ws', expected an integer" \
+        "${BASE[@]}" --max-epochs 3 --ckpt-path "$WS" --default-root-dir "$R"
+    check "ws$ws: one line" one_line "ws$ws"
+done
+EXIT_WANTED=1 fails_with ws0_check "metadata 'lt.world_size' is '0'" "${BASE[@]}" \
+    --ckpt-path "$IT_TMP/ws0.safetensors" --check
+check "ws*: $R's last.safetensors is untouched" cmp -s "$IT_TMP/last.before" "$LAST"
 "${ST_EDIT[@]}" weights "$LAST" "$IT_TMP/weights.safetensors"
 check "weights-only file has no metadata and no optimizer state" \
     bash -c "! head -c 4096 '$IT_TMP/weights.safetensors' | grep -aq -e __metadata__ -e optimizer"

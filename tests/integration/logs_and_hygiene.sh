@@ -16,6 +16,10 @@
 #   6. a run given logger.version of a directory that holds a metrics.csv
 #      says it replaces it (one warning line, as Lightning's CSVLogger);
 #      a run without logger.version takes the next version_N silently
+#   7. a full disk (a 64 KiB tmpfs, as root; passed over otherwise) while
+#      metrics.csv is rewritten whole: exit 1, one error line naming the
+#      file, no metrics.csv.tmp left behind, metrics.csv as the last flush
+#      left it (tests/unit/io/test_metrics.c fails writes without root)
 source "$(dirname "$0")/common.sh"
 it_init logs_and_hygiene "$@"
 ONE=("${BASE[@]}" --strategy single_device --devices 1 --set trainer.log_every_n_steps=10)
@@ -147,4 +151,28 @@ check "ver2: says it replaces version_0's metrics.csv" \
     contains "$IT_TMP/ver2.err" "logger.version = 0: $IT_TMP/ver/lt_logs/version_0 already holds a metrics.csv, which this run replaces"
 check "ver3 (no logger.version): version_1, no warning" \
     bash -c "[ -s '$IT_TMP/ver/lt_logs/version_1/metrics.csv' ] && ! grep -q 'already holds' '$IT_TMP/ver3.err'"
+
+# Flushed every step, metrics.csv is rewritten whole at each epoch's end (the
+# last line gains the validation cells): after epoch 0 the file and its
+# temporary fit beside config.txt, after epoch 1 they do not.
+echo "logs_and_hygiene: 7. a full disk while metrics.csv is written"
+TINY=$IT_TMP/tiny
+mkdir -p "$TINY"
+if [ "$(id -u)" != 0 ] || ! mount -t tmpfs -o size=64k tmpfs "$TINY" 2>/dev/null; then
+    echo "  passed over: needs root to mount a small tmpfs (a full disk)"
+else
+    trap 'umount "$TINY" 2>/dev/null; it_cleanup' EXIT
+    run_ltrun full "${ONE[@]}" --max-epochs 3 --set trainer.log_every_n_steps=1 \
+        --set trainer.flush_logs_every_n_steps=1 --set checkpoint.dirpath="$IT_TMP/full-ck" \
+        --default-root-dir "$TINY"
+    F=$TINY/lt_logs/version_0/metrics.csv
+    check "full: exits 1 ($RC)" [ "$RC" -eq 1 ]
+    check "full: its error line names metrics.csv and the full disk" \
+        contains "$IT_TMP/full.err" "^ltrun: error: cannot write $F: No space left on device"
+    check "full: no metrics.csv.tmp left behind" [ ! -e "$F.tmp" ]
+    check "full: metrics.csv holds epoch 0's validation, as the last good flush left it" \
+        bash -c "grep -q '^0,[0-9]*,[^,]*,[^,]\+,[^,]\+\$' '$F' && [ \"\$(tail -c 1 '$F')\" = '' ]"
+    check "full: no line twice, all as wide as the header" well_formed "$F"
+    umount "$TINY"
+fi
 it_finish

@@ -1,12 +1,14 @@
 #!/bin/bash
 # ltrun's own options, through the real binary: --version, --help,
-# --list-plugins, --help-plugin, --print-config (values and their origins:
+# --list-plugins (and a missing --plugin-dir or LT_PLUGIN_PATH entry),
+# --help-plugin, --print-config (values and their origins:
 # the INI file with its line, an LT_* environment variable, a --set flag),
 # --check (a valid config, a misspelt key with a suggestion, a bad value; a
 # [model] key the model does not have, a model parameter its init refuses,
 # a batch limit that is neither a fraction nor a count, a plugin parameter
-# value its check_params refuses, also in a run) and a config file
-# that does not exist. Every refusal exits 2 (README, "Using
+# value its check_params refuses, also in a run, shm's and gloo's both
+# across nodes; a backend name a one-process run does not use) and a config
+# file that does not exist. Every refusal exits 2 (README, "Using
 # ltrun"), which --help states. Nothing is trained; it takes ~1 s.
 source "$(dirname "$0")/common.sh"
 it_init ltrun_cli "$@"
@@ -61,6 +63,23 @@ check "--list-plugins does not list the test plugins (mismatch_probe)" bash -c "
 cli listnodir --list-plugins --plugin-dir "$IT_TMP/no-such-dir"
 check "--list-plugins --plugin-dir <missing> exits 2 ($RC)" [ "$RC" -eq 2 ]
 check "the message names the directory, in one line" bash -c "grep -q \"plugin-dir '$IT_TMP/no-such-dir'\" '$IT_TMP/listnodir.err' && [ \$(grep -c . '$IT_TMP/listnodir.err') -eq 1 ]"
+# An LT_PLUGIN_PATH entry is judged as a --plugin-dir is (a missing one was
+# skipped without a word); empty entries are skipped, as they always were.
+NODIR_WHY="LT_PLUGIN_PATH entry '$IT_TMP/no-such-dir': No such file or directory; name an existing \
+directory of liblt-<kind>-<name>\.so plugins, or remove the entry from LT_PLUGIN_PATH\$"
+LT_PLUGIN_PATH="$PLUGINS:$IT_TMP/no-such-dir" cli pathnodir --list-plugins
+check "LT_PLUGIN_PATH=<missing> --list-plugins exits 2 ($RC)" [ "$RC" -eq 2 ]
+check "pathnodir: one line" one_line pathnodir
+check "pathnodir: names the variable, the entry and the fix" says pathnodir "^ltrun: error: $NODIR_WHY"
+LT_PLUGIN_PATH="$IT_TMP/no-such-dir" cli pathnodir2 --config "$INI" --plugin-dir "$PLUGINS" --check
+check "LT_PLUGIN_PATH=<missing> --check exits 2 ($RC)" [ "$RC" -eq 2 ]
+check "pathnodir2: one line" one_line pathnodir2
+check "pathnodir2: the same words" says pathnodir2 "^ltrun: error: $NODIR_WHY"
+show_tail "$IT_TMP/pathnodir2.err" 1
+LT_PLUGIN_PATH="::$PLUGINS:" cli pathempty --list-plugins
+check "LT_PLUGIN_PATH with empty entries: --list-plugins exits 0 ($RC)" [ "$RC" -eq 0 ]
+check "pathempty: lists the plugins of the one entry" \
+    says pathempty "^strategy +ddp .*$PLUGINS/liblt-strategy-ddp\.so\$"
 
 echo "ltrun_cli: --help-plugin"
 cli helpddp --help-plugin ddp --plugin-dir "$PLUGINS"
@@ -312,6 +331,20 @@ contradiction p_slot "backend 'shm': backend\.slot_mb = 0: use 1\.\.1024" --stra
     --set backend.slot_mb=0
 contradiction p_rt "backend 'gloo': backend\.realtime = 'maybe': use auto, on or off" --strategy ddp --devices 2 \
     --set strategy.process_group_backend=gloo --set backend.realtime=maybe
+# auto across hosts with several ranks on each runs shm inside the node and
+# gloo across (run_groups.c): both judge their values, not gloo's alone
+# (backend.slot_mb used to be an unknown key there, backend.shm.slot_mb unjudged)
+TWO_NODES=(--strategy ddp --devices 2 --num-nodes 2 --master-addr 127.0.0.1 --master-port 29999)
+contradiction p_slot2n "^ltrun: error: backend 'shm': backend\.slot_mb = 0: use 1\.\.1024" \
+    "${TWO_NODES[@]}" --set backend.slot_mb=0
+contradiction p_slot2n_sec "^ltrun: error: backend 'shm': backend\.slot_mb = 2000: use 1\.\.1024" \
+    "${TWO_NODES[@]}" --set backend.shm.slot_mb=2000
+contradiction p_thr2n "^ltrun: error: backend 'gloo': backend\.num_threads = 0: use 1\.\.16" \
+    "${TWO_NODES[@]}" --set backend.num_threads=0
+cli p_good2n --config "$INI" --plugin-dir "$PLUGINS" "${TWO_NODES[@]}" --set backend.slot_mb=16 \
+    --set backend.num_threads=2 --check
+check "p_good2n: good values of both pass --check ($RC)" [ "$RC" -eq 0 ]
+check "p_good2n: names both transports" says p_good2n 'backend gloo \(shm inside each node\)'
 cli p_good --config "$INI" --plugin-dir "$PLUGINS" --strategy bagua --devices 2 --set strategy.algorithm=qadam \
     --set accelerator.isa=generic --set backend.slot_mb=16 --set backend.realtime=false --check
 check "p_good: values each plugin takes pass --check ($RC)" [ "$RC" -eq 0 ]
@@ -322,6 +355,7 @@ cli p_run --config "$INI" --plugin-dir "$PLUGINS" --strategy ddp --devices 2 --m
 check "p_run: exits 2 ($RC)" [ "$RC" -eq 2 ]
 check "p_run: one line" one_line p_run
 check "p_run: no worker started" bash -c "! grep -q 'starting 2 workers' '$IT_TMP/p_run.out' '$IT_TMP/p_run.err'"
+
 # The same for the module's parameters and the checkpoint, which --check
 # judges too: before this, each rank printed the refusal and ltrun added
 # its report of the rank that exited.
@@ -336,4 +370,22 @@ cli c_run --config "$INI" --plugin-dir "$PLUGINS" --strategy ddp --devices 2 --m
 check "c_run: a corrupt checkpoint exits 1, as --check ($RC)" [ "$RC" -eq 1 ]
 check "c_run: one line" one_line c_run
 check "c_run: no worker started" bash -c "! grep -q 'starting 2 workers' '$IT_TMP/c_run.out' '$IT_TMP/c_run.err'"
+
+# A backend name is judged where no process group is made too (single_device
+# and dp run one process): a typo passed until a run had more processes.
+echo "ltrun_cli: strategy.process_group_backend in a one-process run"
+PGB=strategy.process_group_backend
+contradiction be_single "^ltrun: error: strategy\.process_group_backend: backend 'mpi' not found; \
+looked in: .* \(ltrun --list-plugins shows what is installed\)\$" --set $PGB=mpi
+contradiction be_dp "strategy\.process_group_backend: backend 'glo' not found; .*did you mean 'gloo'" \
+    --strategy dp --devices 2 --set $PGB=glo
+contradiction be_empty "strategy\.process_group_backend = '' \(--set\) is empty; use auto or one of " \
+    --set $PGB=
+cli be_run --config "$INI" --plugin-dir "$PLUGINS" --max-steps 1 --set $PGB=mpi \
+    --default-root-dir "$IT_TMP/be_run"
+check "be_run: a run exits 2 ($RC)" [ "$RC" -eq 2 ]
+check "be_run: one line" one_line be_run
+check "be_run: nothing was trained" [ ! -e "$IT_TMP/be_run" ]
+cli be_good --config "$INI" --plugin-dir "$PLUGINS" --set $PGB=gloo --check
+check "be_good: a backend that loads passes, unused, in one process ($RC)" [ "$RC" -eq 0 ]
 it_finish

@@ -436,6 +436,20 @@ static void test_ini_syntax_errors(void) {
              "under [trainer]", path);
     ASSERT_STR(err, want);
 
+    /* "[]" is a header with an empty name, not a missing one (it used to be
+     * reported as "comes before any [section] header", and passed unseen
+     * with no key under it) */
+    path = write_ini("syntax5.ini", "[]\nmax_epochs = 3\n");
+    CU_ASSERT_EQUAL(lt_config_load_ini(c, path, err, sizeof err), LT_ERR_INVALID);
+    snprintf(want, sizeof want, "%s:1: empty section name in '[]'; write the section's name "
+             "between the brackets, e.g. [trainer]", path);
+    ASSERT_STR(err, want);
+    path = write_ini("syntax6.ini", "[trainer]\nmax_epochs = 3\n  [ ] ; nothing under it\n");
+    CU_ASSERT_EQUAL(lt_config_load_ini(c, path, err, sizeof err), LT_ERR_INVALID);
+    snprintf(want, sizeof want, "%s:3: empty section name in '[ ] ; nothing under it'; write the "
+             "section's name between the brackets, e.g. [trainer]", path);
+    ASSERT_STR(err, want);
+
     /* a key given twice, in one section or in a repeated one: the last used
      * to win silently */
     expect_set_twice("dup1.ini", "[trainer]\nmax_epochs = 3\nmax_steps = 5\nmax_epochs = 4\n", 4,

@@ -259,6 +259,7 @@ static void expect_same_samples(lt_dataset *a, lt_dataset *b) {
 }
 
 static void age(const char *path);
+static lt_status open_via(const char *cache, const char *img, const char *lab, lt_dataset *ds);
 
 static void test_cache(void) {
     write_good_pair();
@@ -269,13 +270,13 @@ static void test_cache(void) {
     lt_dataset plain, first, second;
     CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open(a, b, MEAN, STD, &plain, err, sizeof err), LT_OK);
     /* the first open decodes and writes the entry (making the directories) */
-    CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, cache, &first, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL_FATAL(open_via(cache, a, b, &first), LT_OK);
     CU_ASSERT_EQUAL(count_entries(cache), 1);
     CU_ASSERT_EQUAL_FATAL(lt_idx_cache_path(cache, a, entry, sizeof entry), LT_OK);
     struct stat sb;
     CU_ASSERT(stat(entry, &sb) == 0 && sb.st_size == 16 + SYN_N * SYN_SIDE * SYN_SIDE);
     /* the second reads it: same samples, and no second entry */
-    CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, cache, &second, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL_FATAL(open_via(cache, a, b, &second), LT_OK);
     expect_same_samples(&plain, &first);
     expect_same_samples(&plain, &second);
     check_synthetic(&second);
@@ -283,7 +284,7 @@ static void test_cache(void) {
     lt_dataset_destroy(&second);
     /* a damaged entry (cut short) is not used: rebuilt, and the data stay right */
     CU_ASSERT_EQUAL(truncate(entry, 1000), 0);
-    CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, cache, &second, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL_FATAL(open_via(cache, a, b, &second), LT_OK);
     expect_same_samples(&plain, &second);
     CU_ASSERT(stat(entry, &sb) == 0 && sb.st_size == 16 + SYN_N * SYN_SIDE * SYN_SIDE);
     lt_dataset_destroy(&second);
@@ -300,14 +301,13 @@ static void test_cache(void) {
     struct timespec later[2] = {{0, UTIME_OMIT}, {sb.st_mtim.tv_sec + 5, 0}};
     CU_ASSERT_EQUAL(utimensat(AT_FDCWD, a, later, 0), 0);
     age(entry); /* written over an hour ago */
-    CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, cache, &second, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL_FATAL(open_via(cache, a, b, &second), LT_OK);
     CU_ASSERT_EQUAL(count_entries(cache), 1);
     CU_ASSERT_NOT_EQUAL(access(entry, F_OK), 0);
     expect_same_samples(&plain, &second);
     lt_dataset_destroy(&second);
     /* an unwritable cache only costs memory: the dataset opens from the source */
-    CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, "/proc/no-cache-here", &second, err,
-                                                     sizeof err), LT_OK);
+    CU_ASSERT_EQUAL_FATAL(open_via("/proc/no-cache-here", a, b, &second), LT_OK);
     expect_same_samples(&plain, &second);
     lt_dataset_destroy(&second);
     lt_dataset_destroy(&plain);
@@ -339,7 +339,7 @@ static void touch_in(const char *dir, const char *name, char *out, size_t n) {
 static bool exists(const char *path) { return access(path, F_OK) == 0; }
 
 static lt_status open_via(const char *cache, const char *img, const char *lab, lt_dataset *ds) {
-    return lt_idx_dataset_open_cached(img, lab, MEAN, STD, cache, ds, err, sizeof err);
+    return lt_idx_dataset_open_cached(img, lab, MEAN, STD, 0, cache, ds, err, sizeof err);
 }
 
 /* Writing a changed source's entry removes that source's older entries, and
@@ -524,6 +524,184 @@ static void test_corrupt_gzip(void) {
     expect_fail("img.gz", "lab.gz", LT_ERR_CORRUPT, "img.gz", "unexpected end of file");
 }
 
+/* ---- gzip members, trailing bytes, too much data --------------------------------- */
+
+/* The plain bytes of an IDX file (header, then the payload write_idx makes). */
+static uint8_t *idx_bytes(uint32_t magic, int ndims, const uint32_t *dims, size_t payload,
+                          bool labels, size_t *len) {
+    size_t h = 4 + 4 * (size_t)ndims;
+    uint8_t *b = malloc(h + payload);
+    put_be32(b, magic);
+    for (int i = 0; i < ndims; i++) put_be32(b + 4 + 4 * i, dims[i]);
+    for (size_t i = 0; i < payload; i++) b[h + i] = labels ? noise(i) % 10 : noise(i);
+    *len = h + payload;
+    return b;
+}
+
+/* Appends one gzip member of len bytes (0: an empty member), as gzip -c >> does. */
+static void append_member(const char *path, const uint8_t *data, size_t len) {
+    gzFile g = gzopen(path, "ab6");
+    if (len) gzwrite(g, data, (unsigned)len);
+    gzclose(g);
+}
+
+static void append_raw(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "ab");
+    fwrite(data, 1, len, f);
+    fclose(f);
+}
+
+/* name: the bytes as gzip members, cut at each of cuts[0 .. n) (ascending). */
+static void write_members(const char *name, const uint8_t *b, size_t len, const size_t *cuts,
+                          int n) {
+    char p[512];
+    tmp_path(p, sizeof p, name);
+    unlink(p);
+    size_t from = 0;
+    for (int i = 0; i <= n; i++) {
+        size_t to = i < n ? cuts[i] : len;
+        append_member(p, b + from, to - from);
+        from = to;
+    }
+}
+
+static void copy_tmp(const char *from, const char *to) {
+    char a[512], b[512];
+    tmp_path(a, sizeof a, from);
+    tmp_path(b, sizeof b, to);
+    FILE *in = fopen(a, "rb"), *out = fopen(b, "wb");
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, n, out);
+    fclose(in);
+    fclose(out);
+}
+
+/* Concatenated members are one gzip stream, as gunzip reads them: split in
+ * the header, in the payload, with an empty member between. */
+static void test_gzip_members(void) {
+    size_t ilen, llen;
+    uint32_t idims[3] = {SYN_N, SYN_SIDE, SYN_SIDE}, ldims[1] = {SYN_N};
+    uint8_t *img = idx_bytes(0x803, 3, idims, (size_t)SYN_N * SYN_SIDE * SYN_SIDE, false, &ilen);
+    uint8_t *lab = idx_bytes(0x801, 1, ldims, SYN_N, true, &llen);
+    write_members("img-m.gz", img, ilen, (size_t[]){10, 10, 40000}, 3);
+    write_members("lab-m.gz", lab, llen, (size_t[]){50}, 1);
+    lt_dataset ds;
+    lt_status st = open_tmp("img-m.gz", "lab-m.gz", &ds);
+    if (st != LT_OK) printf("\n  %s", err);
+    CU_ASSERT_EQUAL_FATAL(st, LT_OK);
+    check_synthetic(&ds);
+    lt_dataset_destroy(&ds);
+    /* members that together hold too little are a truncated file */
+    write_members("lab-short.gz", lab, 60, (size_t[]){30}, 1);
+    expect_fail("img-m.gz", "lab-short.gz", LT_ERR_CORRUPT, "lab-short.gz",
+                "header says 100 labels = 100 bytes, file holds 52");
+    free(img);
+    free(lab);
+}
+
+/* Bytes after the last member that are not a member: gzread skipped them,
+ * so a file with anything appended read as whole. Refused at their offset. */
+static void test_trailing_garbage(void) {
+    write_good_pair();
+    char p[512], want[256];
+    tmp_path(p, sizeof p, "img-tail.gz");
+    copy_tmp("img.gz", "img-tail.gz");
+    off_t size = file_size(p);
+    append_raw(p, "garbage!", 8);
+    snprintf(want, sizeof want, "the 8 bytes from byte %lld on are not gzip data", (long long)size);
+    expect_fail("img-tail.gz", "lab.gz", LT_ERR_CORRUPT, "img-tail.gz", want);
+    expect_msg(NULL, "trailing garbage");
+    snprintf(want, sizeof want, "truncate -s %lld", (long long)size);
+    expect_msg(NULL, want);
+    /* one byte that starts like a member, and a tar-like zero padding */
+    copy_tmp("img.gz", "img-tail.gz");
+    append_raw(p, "\x1f", 1);
+    snprintf(want, sizeof want, "the 1 byte from byte %lld on", (long long)size);
+    expect_fail("img-tail.gz", "lab.gz", LT_ERR_CORRUPT, "img-tail.gz", want);
+    copy_tmp("img.gz", "img-tail.gz");
+    static const uint8_t zeros[512];
+    append_raw(p, zeros, sizeof zeros);
+    snprintf(want, sizeof want, "the 512 bytes from byte %lld on", (long long)size);
+    expect_fail("img-tail.gz", "lab.gz", LT_ERR_CORRUPT, "img-tail.gz", want);
+    /* the labels file too, and garbage between two members */
+    tmp_path(p, sizeof p, "lab-tail.gz");
+    copy_tmp("lab.gz", "lab-tail.gz");
+    append_raw(p, "\n", 1);
+    expect_fail("img.gz", "lab-tail.gz", LT_ERR_CORRUPT, "lab-tail.gz", "are not gzip data");
+    size_t llen;
+    uint8_t *lab = idx_bytes(0x801, 1, (uint32_t[]){SYN_N}, SYN_N, true, &llen);
+    unlink(p);
+    append_member(p, lab, 50);
+    size = file_size(p);
+    append_raw(p, "xx", 2);
+    append_member(p, lab + 50, llen - 50);
+    snprintf(want, sizeof want, "bytes from byte %lld on are not gzip data", (long long)size);
+    expect_fail("img.gz", "lab-tail.gz", LT_ERR_CORRUPT, "lab-tail.gz", want);
+    free(lab);
+}
+
+/* More data than the header promises is refused as a damaged file, as
+ * less is: in one member, in a member after the whole data, in a plain file. */
+static void test_too_long(void) {
+    write_good_pair();
+    write_labels("lab-long.gz", false, SYN_N, 150);
+    expect_fail("img.gz", "lab-long.gz", LT_ERR_CORRUPT, "lab-long.gz",
+                "too long: header says 100 labels = 100 bytes, the decompressed data holds 50 "
+                "more");
+    char p[512];
+    tmp_path(p, sizeof p, "lab-more.gz");
+    copy_tmp("lab.gz", "lab-more.gz");
+    append_member(p, (const uint8_t *)"1234567", 7);
+    expect_fail("img.gz", "lab-more.gz", LT_ERR_CORRUPT, "lab-more.gz", "holds 7 more");
+    write_images("img-long.raw", true, SYN_N, (size_t)(SYN_N + 1) * 784);
+    write_labels("lab.raw", true, SYN_N, SYN_N);
+    expect_fail("img-long.raw", "lab.raw", LT_ERR_CORRUPT, "img-long.raw",
+                "header says 100 images of 28x28 = 78400 bytes, the file holds 784 more");
+}
+
+/* Labels outside [0, num_classes) are refused when the label file is read,
+ * naming it, the first such sample and its value: the loss used to find
+ * them, at whichever batch drew one. */
+static void test_label_range(void) {
+    write_good_pair();
+    char a[512], b[512], want[256];
+    tmp_path(a, sizeof a, "img.gz");
+    tmp_path(b, sizeof b, "lab-200.gz");
+    size_t llen;
+    uint8_t *lab = idx_bytes(0x801, 1, (uint32_t[]){SYN_N}, SYN_N, true, &llen);
+    lab[8 + 3] = 200;
+    lab[8 + 70] = 10;
+    unlink(b);
+    append_member(b, lab, llen);
+    lt_dataset ds;
+    lt_status st = lt_idx_dataset_open_cached(a, b, MEAN, STD, 10, NULL, &ds, err, sizeof err);
+    CU_ASSERT_EQUAL(st, LT_ERR_INVALID);
+    CU_ASSERT_PTR_NULL(ds.self);
+    expect_msg(b, "sample 3 has label 200, outside the classes [0, 10) (2 of its 100 labels are)");
+    expect_msg(NULL, "set data.num_classes");
+    /* 256 classes take any byte; 0 checks nothing (lt_idx_dataset_open) */
+    CU_ASSERT_EQUAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, 256, NULL, &ds, err, sizeof err),
+                    LT_OK);
+    lt_dataset_destroy(&ds);
+    CU_ASSERT_EQUAL(open_tmp("img.gz", "lab-200.gz", &ds), LT_OK);
+    lt_dataset_destroy(&ds);
+    /* the good labels (0..9) pass at 10 and not at 5 */
+    tmp_path(b, sizeof b, "lab.gz");
+    CU_ASSERT_EQUAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, 10, NULL, &ds, err, sizeof err),
+                    LT_OK);
+    check_synthetic(&ds);
+    lt_dataset_destroy(&ds);
+    int first = 0;
+    while (noise((uint64_t)first) % 10 < 5) first++;
+    snprintf(want, sizeof want, "sample %d has label %d, outside the classes [0, 5)", first,
+             (int)(noise((uint64_t)first) % 10));
+    CU_ASSERT_EQUAL(lt_idx_dataset_open_cached(a, b, MEAN, STD, 5, NULL, &ds, err, sizeof err),
+                    LT_ERR_INVALID);
+    expect_msg(b, want);
+    free(lab);
+}
+
 static void test_count_mismatch(void) {
     write_images("img.gz", false, SYN_N, (size_t)SYN_N * 784);
     write_labels("lab99.gz", false, 99, 99);
@@ -654,6 +832,10 @@ int main(void) {
     CU_add_test(s, "payload shorter than header", test_truncated_payload);
     CU_add_test(s, "bad magic", test_bad_magic);
     CU_add_test(s, "corrupt gzip bytes", test_corrupt_gzip);
+    CU_add_test(s, "concatenated gzip members", test_gzip_members);
+    CU_add_test(s, "trailing bytes after the gzip data", test_trailing_garbage);
+    CU_add_test(s, "more data than the header says", test_too_long);
+    CU_add_test(s, "labels outside the classes", test_label_range);
     CU_add_test(s, "image/label count mismatch", test_count_mismatch);
     CU_add_test(s, "absurd dimensions", test_absurd_dims);
     CU_add_test(s, "bad arguments", test_bad_args);

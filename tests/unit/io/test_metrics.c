@@ -3,9 +3,11 @@
  * simulated by a reduce callback that adds the other rank's sums. */
 #include <CUnit/Basic.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cunit_run.h"
@@ -179,6 +181,123 @@ static void test_csv_flushes(void) {
     lt_metrics_free(&ms);
 }
 
+static void log_steps(lt_metrics *ms, int64_t from, int64_t to) {
+    for (int64_t step = from; step <= to; step++) {
+        lt_metrics_log(ms, "train_loss", 1.0 / (double)step, 64, LT_LOG_ON_STEP);
+        lt_metrics_step_rows(ms, step, 0);
+    }
+}
+
+/* Flushes with files limited to `limit` bytes (RLIMIT_FSIZE: a write past
+ * it fails with EFBIG, as one on a full file system fails with ENOSPC; no
+ * root or mount needed), then lifts the limit. */
+static lt_status flush_limited(lt_metrics *ms, const char *path, off_t limit, char *err,
+                               size_t len) {
+    struct rlimit old, small;
+    CU_ASSERT_FATAL(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN); /* the error, not the signal's kill */
+    small = (struct rlimit){.rlim_cur = (rlim_t)limit, .rlim_max = old.rlim_max};
+    CU_ASSERT_FATAL(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    lt_status st = lt_metrics_flush_csv(ms, path, err, len);
+    CU_ASSERT_FATAL(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    signal(SIGXFSZ, prev);
+    return st;
+}
+
+static off_t size_of(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 ? sb.st_size : -1;
+}
+
+/* A whole write of path (through path.tmp) that runs out of space: one line
+ * naming the file, no path.tmp left behind, path as `before`. */
+static void full_whole_write(lt_metrics *ms, const char *path, const char *before) {
+    char err[512], want[400], tmp[400];
+    CU_ASSERT_EQUAL(flush_limited(ms, path, size_of(path) + 10, err, sizeof err), LT_ERR_IO);
+    snprintf(want, sizeof want, "cannot write %s: File too large (what it held is kept); ", path);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+    CU_ASSERT_PTR_NULL(strchr(err, '\n'));
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    CU_ASSERT_NOT_EQUAL(access(tmp, F_OK), 0);
+    char *now = slurp(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(now);
+    CU_ASSERT_STRING_EQUAL(now, before);
+    free(now);
+}
+
+/* A full disk must cost the flush, not metrics.csv: a failed whole write
+ * leaves no metrics.csv.tmp behind and the previous file as it was; a failed
+ * append is cut back to what was there; the next flush brings it up to date.
+ * The error is one line naming the file. */
+static void test_csv_full_disk(void) {
+    char dir[] = "/tmp/lt_test_full_XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char path[128], tmp[200], ref[128], err[512];
+    snprintf(path, sizeof path, "%s/metrics.csv", dir);
+    snprintf(ref, sizeof ref, "%s/whole.csv", dir);
+    lt_metrics ms;
+    memset(&ms, 0, sizeof ms);
+    lt_metrics_begin(&ms, 1);
+    log_steps(&ms, 1, 3);
+    CU_ASSERT_EQUAL_FATAL(lt_metrics_flush_csv(&ms, path, err, sizeof err), LT_OK);
+    char *before = slurp(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(before);
+
+    /* a new column: the file is written whole, through the temporary file;
+     * three lines stay in stdio's buffer (the failure shows at fclose), 600
+     * are more than it holds (writes fail before fclose) */
+    lt_metrics_log(&ms, "lr", 0.1, 1, LT_LOG_ON_STEP);
+    log_steps(&ms, 4, 6);
+    full_whole_write(&ms, path, before);
+    log_steps(&ms, 7, 600);
+    full_whole_write(&ms, path, before);
+    free(before);
+
+    /* an append that runs out of space part way is cut back */
+    CU_ASSERT_EQUAL_FATAL(lt_metrics_flush_csv(&ms, path, err, sizeof err), LT_OK);
+    before = slurp(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(before);
+    log_steps(&ms, 601, 700);
+    CU_ASSERT_EQUAL(flush_limited(&ms, path, size_of(path) + 10, err, sizeof err), LT_ERR_IO);
+    char want[400];
+    snprintf(want, sizeof want, "cannot append to %s: File too large; ", path);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+    char *now = slurp(path);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(now);
+    CU_ASSERT_STRING_EQUAL(now, before);
+    free(now);
+    free(before);
+
+    /* with space again, the next flush writes what the failed ones did not */
+    CU_ASSERT_EQUAL(lt_metrics_flush_csv(&ms, path, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(lt_metrics_write_csv(&ms, ref, err, sizeof err), LT_OK);
+    char *got = slurp(path), *whole = slurp(ref);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(got);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(whole);
+    CU_ASSERT_STRING_EQUAL(got, whole);
+    free(got);
+    free(whole);
+    remove(path);
+    remove(ref);
+
+    /* a rename that fails (a directory is in the way) removes the temporary file */
+    char blocked[160], inside[200];
+    snprintf(blocked, sizeof blocked, "%s/blocked", dir);
+    snprintf(inside, sizeof inside, "%s/x", blocked);
+    snprintf(tmp, sizeof tmp, "%s.tmp", blocked);
+    CU_ASSERT_FATAL(mkdir(blocked, 0700) == 0);
+    FILE *f = fopen(inside, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fclose(f);
+    CU_ASSERT_EQUAL(lt_metrics_write_csv(&ms, blocked, err, sizeof err), LT_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, blocked));
+    CU_ASSERT_NOT_EQUAL(access(tmp, F_OK), 0);
+    remove(inside);
+    rmdir(blocked);
+    rmdir(dir);
+    lt_metrics_free(&ms);
+}
+
 int main(void) {
     if (CU_initialize_registry() != CUE_SUCCESS) return 1;
     CU_pSuite s = CU_add_suite("metrics", NULL, NULL);
@@ -187,6 +306,8 @@ int main(void) {
     CU_add_test(s, "one name is logged by one loop", test_one_name_one_loop);
     CU_add_test(s, "metrics.csv rows", test_csv);
     CU_add_test(s, "metrics.csv flushed as it grows reads as one write", test_csv_flushes);
+    CU_add_test(s, "metrics.csv: a full disk leaves no temporary and the file as it was",
+                test_csv_full_disk);
     int rc = lt_cunit_run();
     return rc;
 }

@@ -339,6 +339,126 @@ static void test_corrupt_checkpoint(void) {
     corrupt_case(root, ck, 5, "five-bytes");
 }
 
+/* ---- c. checkpoint metadata ------------------------------------------------------------ */
+
+/* What lt_checkpoint_save writes into the metadata. */
+static const char *const META_KEYS[] = {
+    "format", "lt.model", "lt.epoch", "lt.batch_in_epoch", "lt.global_step", "lt.optimizer",
+    "lt.optimizer_step", "lt.seed", "lt.precision", "lt.precision_state", "lt.monitor",
+    "lt.best_score", "lt.world_size", NULL};
+
+/* out = good with metadata `key` set to `value` (NULL: left out). */
+static bool with_meta(const char *good, const char *out, const char *key, const char *value) {
+    char err[1024];
+    lt_st_file *f = NULL;
+    if (lt_st_open(good, &f, err, sizeof err) != LT_OK) {
+        printf("\n  %s", err);
+        return false;
+    }
+    size_t n = lt_st_count(f), nm = 0;
+    lt_st_tensor *ts = calloc(n ? n : 1, sizeof *ts);
+    const char *meta[2 * 16];
+    for (size_t i = 0; ts && i < n; i++) ts[i] = *lt_st_at(f, i);
+    for (int i = 0; META_KEYS[i]; i++) {
+        const char *v = strcmp(META_KEYS[i], key) ? lt_st_meta(f, META_KEYS[i]) : value;
+        if (!v) continue;
+        meta[2 * nm] = META_KEYS[i];
+        meta[2 * nm++ + 1] = v;
+    }
+    bool ok = ts && lt_st_write(out, ts, n, meta, nm, err, sizeof err) == LT_OK;
+    if (!ok) printf("\n  writing %s: %s", out, err);
+    free(ts);
+    lt_st_close(f);
+    return ok;
+}
+
+/* Resumes in `root` from a copy of `good` whose `key` is `value`: refused
+ * with `want`, one line naming the file, the key and each needle; root's
+ * last.safetensors is untouched. */
+static void meta_case(const char *root, const char *good, const char *key, const char *value,
+                      lt_status want, const char *const *needles) {
+    char bad[700], last[600];
+    static int n;
+    snprintf(bad, sizeof bad, "%s/meta-%d.safetensors", root, n++);
+    CU_ASSERT_FATAL(with_meta(good, bad, key, value));
+    ckpt_of(last, sizeof last, root);
+    size_t len = 0, len2 = 0;
+    char *orig = read_file(last, &len);
+    result r = fit(root, NULL, bad);
+    printf("\n  %s = %s%s%s: status %d: %s", key, value ? "'" : "", value ? value : "(none)",
+           value ? "'" : "", r.st, r.error);
+    CU_ASSERT_EQUAL(r.st, want);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.error, bad));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.error, key));
+    CU_ASSERT_PTR_NULL(strchr(r.error, '\n'));
+    for (int i = 0; needles && needles[i]; i++) CU_ASSERT_PTR_NOT_NULL(strstr(r.error, needles[i]));
+    char *after = read_file(last, &len2);
+    CU_ASSERT(orig && after && len == len2 && !memcmp(orig, after, len));
+    free(orig), free(after);
+    result_free(&r);
+}
+
+/* Every lt.* value is checked (type, range) and lt.model names this run's
+ * model: a checkpoint with the same tensors but another model's name, or
+ * a world size of 0, used to resume. */
+static void test_checkpoint_metadata(void) {
+    char root[512], last[600], ck[700], ok[700];
+    new_dir(root, sizeof root, "meta");
+    const char *const one[] = {"trainer.max_epochs=1", "trainer.limit_train_batches=5", NULL};
+    result r = fit(root, one, NULL);
+    if (!fit_ok(&r, "run to edit")) return;
+    result_free(&r);
+    /* The copies are made from a file of its own: a resume that is not
+     * refused moves root's last.safetensors aside (last-v1). */
+    ckpt_of(last, sizeof last, root);
+    snprintf(ck, sizeof ck, "%s/good.safetensors", root);
+    size_t len = 0;
+    char *data = read_file(last, &len);
+    CU_ASSERT_FATAL(data && write_file(ck, data, len));
+    free(data);
+    const char *const model[] = {"was saved by model 'fashion_mnist_cnn'",
+                                 "this run trains 'fashion_mnist_mlp'",
+                                 "model.name = fashion_mnist_cnn",
+                                 "checkpoint.strict = false", NULL};
+    meta_case(root, ck, "lt.model", "fashion_mnist_cnn", LT_ERR_MISMATCH, model);
+    const char *const missing[] = {"is missing", NULL};
+    meta_case(root, ck, "lt.model", NULL, LT_ERR_CORRUPT, missing);
+    const char *const ws0[] = {"'lt.world_size' is '0'", "[1, 2147483647]",
+                               "resume from another checkpoint", NULL};
+    meta_case(root, ck, "lt.world_size", "0", LT_ERR_CORRUPT, ws0);
+    const char *const wsneg[] = {"'lt.world_size' is '-2'", NULL};
+    meta_case(root, ck, "lt.world_size", "-2", LT_ERR_CORRUPT, wsneg);
+    const char *const wsgarbage[] = {"'lt.world_size' is 'two'", NULL};
+    meta_case(root, ck, "lt.world_size", "two", LT_ERR_CORRUPT, wsgarbage);
+    const char *const step[] = {"'lt.global_step' is '-1'", NULL};
+    meta_case(root, ck, "lt.global_step", "-1", LT_ERR_CORRUPT, step);
+    const char *const ostep[] = {"'lt.optimizer_step' is ' 5'", NULL};
+    meta_case(root, ck, "lt.optimizer_step", " 5", LT_ERR_CORRUPT, ostep);
+    const char *const seed[] = {"'lt.seed' is '-1'", NULL};
+    meta_case(root, ck, "lt.seed", "-1", LT_ERR_CORRUPT, seed);
+    const char *const best[] = {"'lt.best_score' is '0.9x'", NULL};
+    meta_case(root, ck, "lt.best_score", "0.9x", LT_ERR_CORRUPT, best);
+    const char *const prec[] = {"'lt.precision' is ''", NULL};
+    meta_case(root, ck, "lt.precision", "", LT_ERR_CORRUPT, prec);
+    const char *const nl[] = {"'lt.epoch' is '1?'", NULL}; /* still one line */
+    meta_case(root, ck, "lt.epoch", "1\n", LT_ERR_CORRUPT, nl);
+    /* checkpoint.strict = false loads another model's checkpoint as it loads
+     * another model's tensors; the name's case does not matter. */
+    char upper[700];
+    snprintf(ok, sizeof ok, "%s/other-model.safetensors", root);
+    snprintf(upper, sizeof upper, "%s/upper-model.safetensors", root);
+    CU_ASSERT_FATAL(with_meta(ck, ok, "lt.model", "fashion_mnist_cnn"));
+    CU_ASSERT_FATAL(with_meta(ck, upper, "lt.model", "FASHION_MNIST_MLP"));
+    const char *const lenient[] = {"checkpoint.strict=false", "trainer.max_epochs=2",
+                                   "trainer.limit_train_batches=5", NULL};
+    r = fit(root, lenient, ok);
+    fit_ok(&r, "another lt.model with checkpoint.strict = false");
+    result_free(&r);
+    r = fit(root, lenient + 1, upper);
+    fit_ok(&r, "lt.model in capitals");
+    result_free(&r);
+}
+
 /* ---- d. metrics and log files --------------------------------------------------------- */
 
 static void test_metrics_and_logs(void) {
@@ -687,6 +807,7 @@ int main(void) {
     CU_add_test(s, "b. resume with accumulate_grad_batches=2", test_resume_accumulate);
     CU_add_test(s, "b. resume with adamw + cosine", test_resume_adamw_cosine);
     CU_add_test(s, "c. truncated checkpoint", test_corrupt_checkpoint);
+    CU_add_test(s, "c. checkpoint metadata: values and lt.model checked", test_checkpoint_metadata);
     CU_add_test(s, "d. metrics, metrics.csv, config.txt", test_metrics_and_logs);
     CU_add_test(s, "e. 64-true close to 32-true", test_precision64);
     CU_add_test(s, "f. unknown key suggests the right one", test_bad_key);
