@@ -330,7 +330,7 @@ static void age(const char *path) {
 
 /* Creates an empty file `name` in `dir`; returns its path in `out`. */
 static void touch_in(const char *dir, const char *name, char *out, size_t n) {
-    snprintf(out, n, "%s/%s", dir, name);
+    CU_ASSERT_FATAL((size_t)snprintf(out, n, "%s/%s", dir, name) < n);
     FILE *f = fopen(out, "wb");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fclose(f);
