@@ -31,8 +31,8 @@
  * read), LT_ERR_CORRUPT (bad magic, zero or overflowing dimensions, data
  * shorter or longer than its header says, damaged gzip stream, bytes after
  * the last gzip member that are not one, image and label counts differ),
- * LT_ERR_INVALID (std <= 0 or not finite, NULL arguments, a label outside
- * the classes), LT_ERR_NOMEM. On error *out is left zeroed.
+ * LT_ERR_INVALID (std <= 0 or not finite, NULL arguments), LT_ERR_NOMEM.
+ * On error *out is left zeroed.
  * The caller owns *out and releases it with lt_dataset_destroy. */
 lt_status lt_idx_dataset_open(const char *images_path, const char *labels_path,
                               double mean, double std, lt_dataset *out, char *err,

@@ -78,12 +78,13 @@ static lt_status idx_read_header(idx_file *f, uint32_t want_magic, char *err, si
     LT_CHECK(idx_read(f, hdr, hdr_len, &got, err, errlen));
     if (got >= 4 && be32(hdr) != want_magic)
         return idx_fail(err, errlen, LT_ERR_CORRUPT,
-                    "%s: bad IDX magic: expected 0x%x (%s), found 0x%x; is this the right file?",
-                    f->path, want_magic, idx_kind(want_magic), be32(hdr));
+                        "%s: bad IDX magic: expected 0x%x (%s), found 0x%x; is this the right "
+                        "file?",
+                        f->path, want_magic, idx_kind(want_magic), be32(hdr));
     if (got < hdr_len)
         return idx_fail(err, errlen, LT_ERR_CORRUPT,
-                    "%s: truncated: %zu bytes, shorter than the %zu-byte IDX header%s; %s",
-                    f->path, got, hdr_len, cut_note(f), CORRUPT_FIX);
+                        "%s: truncated: %zu bytes, shorter than the %zu-byte IDX header%s; %s",
+                        f->path, got, hdr_len, cut_note(f), CORRUPT_FIX);
     f->magic = want_magic;
     for (int i = 0; i < f->ndims; i++) f->dims[i] = be32(hdr + 4 + 4 * i);
     return LT_OK;
@@ -94,7 +95,7 @@ static lt_status idx_check_dims(idx_file *f, char *err, size_t errlen) {
     for (int i = 0; i < f->ndims; i++) {
         if (f->dims[i] == 0)
             return idx_fail(err, errlen, LT_ERR_CORRUPT,
-                        "%s: corrupt header: dimension %d is 0; %s", f->path, i, CORRUPT_FIX);
+                            "%s: corrupt header: dimension %d is 0; %s", f->path, i, CORRUPT_FIX);
         if (__builtin_mul_overflow(total, (uint64_t)f->dims[i], &total)) {
             total = UINT64_MAX;
             break;
@@ -103,9 +104,9 @@ static lt_status idx_check_dims(idx_file *f, char *err, size_t errlen) {
     /* Keep a margin below SIZE_MAX/INT64_MAX so offsets computed later cannot wrap. */
     if (total > ((uint64_t)1 << 48) || total > SIZE_MAX / 2)
         return idx_fail(err, errlen, LT_ERR_CORRUPT,
-                    "%s: corrupt header: dimensions %u x %u x %u are absurd; %s", f->path,
-                    f->dims[0], f->ndims > 1 ? f->dims[1] : 1, f->ndims > 2 ? f->dims[2] : 1,
-                    CORRUPT_FIX);
+                        "%s: corrupt header: dimensions %u x %u x %u are absurd; %s", f->path,
+                        f->dims[0], f->ndims > 1 ? f->dims[1] : 1, f->ndims > 2 ? f->dims[2] : 1,
+                        CORRUPT_FIX);
     f->payload = (size_t)total;
     return LT_OK;
 }
@@ -122,8 +123,9 @@ static const char *idx_promise(const idx_file *f, char *buf, size_t len) {
 
 static lt_status idx_truncated(idx_file *f, size_t got, char *err, size_t errlen) {
     char what[128];
-    return idx_fail(err, errlen, LT_ERR_CORRUPT, "%s: truncated: header says %s, file holds %zu%s; %s",
-                f->path, idx_promise(f, what, sizeof what), got, cut_note(f), CORRUPT_FIX);
+    return idx_fail(err, errlen, LT_ERR_CORRUPT,
+                    "%s: truncated: header says %s, file holds %zu%s; %s", f->path,
+                    idx_promise(f, what, sizeof what), got, cut_note(f), CORRUPT_FIX);
 }
 
 /* Grows the buffer only as data actually arrives (see IDX_INITIAL_CAP). */
@@ -132,7 +134,8 @@ static lt_status idx_read_payload(idx_file *f, char *err, size_t errlen) {
     for (;;) {
         uint8_t *p = realloc(f->data, cap);
         if (!p)
-            return idx_fail(err, errlen, LT_ERR_NOMEM, "%s: cannot allocate %zu bytes", f->path, cap);
+            return idx_fail(err, errlen, LT_ERR_NOMEM, "%s: cannot allocate %zu bytes", f->path,
+                            cap);
         f->data = p;
         size_t r;
         LT_CHECK(idx_read(f, f->data + got, cap - got, &r, err, errlen));
@@ -156,14 +159,16 @@ static lt_status idx_check_end(idx_file *f, char *err, size_t errlen) {
     } while (got == sizeof sink);
     char what[128];
     if (extra)
-        return idx_fail(err, errlen, LT_ERR_CORRUPT, "%s: too long: header says %s, the %s holds %llu "
-                    "more; %s", f->path, idx_promise(f, what, sizeof what),
-                    f->src.gzip ? "decompressed data" : "file", (unsigned long long)extra,
-                    CORRUPT_FIX);
+        return idx_fail(err, errlen, LT_ERR_CORRUPT,
+                        "%s: too long: header says %s, the %s holds %llu more; %s", f->path,
+                        idx_promise(f, what, sizeof what),
+                        f->src.gzip ? "decompressed data" : "file", (unsigned long long)extra,
+                        CORRUPT_FIX);
     if (f->src.cut)
-        return idx_fail(err, errlen, LT_ERR_CORRUPT, "%s: corrupt gzip data (unexpected end of file: "
-                    "the gzip stream is cut inside its trailer, so its CRC cannot be checked); %s",
-                    f->path, CORRUPT_FIX);
+        return idx_fail(err, errlen, LT_ERR_CORRUPT,
+                        "%s: corrupt gzip data (unexpected end of file: the gzip stream is cut "
+                        "inside its trailer, so its CRC cannot be checked); %s", f->path,
+                        CORRUPT_FIX);
     return LT_OK;
 }
 
@@ -306,10 +311,11 @@ static lt_status idx_check_labels(const idx_file *lab, int num_classes, char *er
             first = i;
         }
     if (!bad) return LT_OK;
-    return idx_fail(err, errlen, LT_ERR_INVALID, "%s: sample %zu has label %u, outside the classes [0, "
-                "%d) (%zu of its %zu labels are); use the label file of this dataset, or set "
-                "data.num_classes to the number of classes its labels count", lab->path, first,
-                lab->data[first], num_classes, bad, lab->payload);
+    return idx_fail(err, errlen, LT_ERR_INVALID,
+                    "%s: sample %zu has label %u, outside the classes [0, %d) (%zu of its %zu "
+                    "labels are); use the label file of this dataset, or set data.num_classes to "
+                    "the number of classes its labels count", lab->path, first, (unsigned)lab->data[first],
+                    num_classes, bad, lab->payload);
 }
 
 lt_status lt_idx_dataset_open_cached(const char *images_path, const char *labels_path, double mean,
@@ -321,8 +327,8 @@ lt_status lt_idx_dataset_open_cached(const char *images_path, const char *labels
         return idx_fail(err, errlen, LT_ERR_INVALID, "idx dataset: NULL path or output");
     if (!(std > 0) || !isfinite(std) || !isfinite(mean))
         return idx_fail(err, errlen, LT_ERR_INVALID,
-                    "idx dataset: normalization mean %g, std %g: std must be > 0 and both finite",
-                    mean, std);
+                        "idx dataset: normalization mean %g, std %g: std must be > 0 and both "
+                        "finite", mean, std);
     idx_file img = {.path = images_path}, lab = {.path = labels_path};
     int fd = -1;
     char cpath[512] = "";

@@ -36,10 +36,19 @@ static lt_status fill(idx_src *s, char *err, size_t errlen) {
     ssize_t r;
     do r = read(s->fd, s->in + s->zs.avail_in, IDX_IN_BUF - s->zs.avail_in);
     while (r < 0 && errno == EINTR);
-    if (r < 0) return idx_fail(err, errlen, LT_ERR_IO, "%s: cannot read: %s", s->path, strerror(errno));
+    if (r < 0)
+        return idx_fail(err, errlen, LT_ERR_IO, "%s: cannot read: %s", s->path, strerror(errno));
     if (r == 0) s->eof = true;
     s->zs.avail_in += (uInt)r;
     s->consumed += (uint64_t)r;
+    return LT_OK;
+}
+
+/* At least the two bytes that say what follows, unless the file ends first:
+ * a read may return fewer bytes than asked (a pipe-backed or network file
+ * system), which must not read as trailing garbage. */
+static lt_status fill_two(idx_src *s, char *err, size_t errlen) {
+    while (s->zs.avail_in < 2 && !s->eof) LT_CHECK(fill(s, err, errlen));
     return LT_OK;
 }
 
@@ -58,16 +67,17 @@ lt_status idx_src_open(idx_src *s, const char *path, const char *fix, char *err,
     if (s->fd < 0)
         return idx_fail(err, errlen, LT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(s->fd, &sb) == 0 && !S_ISREG(sb.st_mode))
+    if (fstat(s->fd, &sb) != 0)
+        return idx_fail(err, errlen, LT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
         return idx_fail(err, errlen, LT_ERR_INVALID, "%s: %s, not a data file; %s", path,
-                    S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file", fix);
+                        S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file", fix);
     s->size = (uint64_t)sb.st_size;
     s->in = malloc(IDX_IN_BUF);
     if (!s->in)
         return idx_fail(err, errlen, LT_ERR_NOMEM, "%s: out of memory for its read buffer", path);
     s->zs.next_in = s->in;
-    LT_CHECK(fill(s, err, errlen));
-    if (s->zs.avail_in < 2 && !s->eof) LT_CHECK(fill(s, err, errlen));
+    LT_CHECK(fill_two(s, err, errlen));
     s->gzip = gzip_magic(s);
     if (s->gzip) {
         if (inflateInit2(&s->zs, 16 + MAX_WBITS) != Z_OK) /* 16: gzip members only */
@@ -80,7 +90,7 @@ lt_status idx_src_open(idx_src *s, const char *path, const char *fix, char *err,
 /* A member ended, its CRC and length checked: the file ends here, or
  * another member starts, or what follows is refused. */
 static lt_status next_member(idx_src *s, const char *fix, char *err, size_t errlen) {
-    if (s->zs.avail_in < 2) LT_CHECK(fill(s, err, errlen));
+    LT_CHECK(fill_two(s, err, errlen));
     if (!s->zs.avail_in) {
         s->end = true;
         return LT_OK;
@@ -90,9 +100,11 @@ static lt_status next_member(idx_src *s, const char *fix, char *err, size_t errl
         return idx_fail(err, errlen, LT_ERR_NOMEM, "%s: zlib reset failed", s->path);
     }
     unsigned long long at = offset(s), left = s->size > at ? s->size - at : s->zs.avail_in;
-    return idx_fail(err, errlen, LT_ERR_CORRUPT, "%s: the %llu byte%s from byte %llu on are not gzip "
-                "data (trailing garbage after the last gzip member); cut them off (truncate -s "
-                "%llu) or %s", s->path, left, left == 1 ? "" : "s", at, at, fix);
+    bool one = left == 1;
+    return idx_fail(err, errlen, LT_ERR_CORRUPT,
+                    "%s: the %llu byte%s from byte %llu on %s not gzip data (trailing garbage "
+                    "after the last gzip member); cut %s off (truncate -s %llu) or %s", s->path,
+                    left, one ? "" : "s", at, one ? "is" : "are", one ? "it" : "them", at, fix);
 }
 
 static lt_status inflate_some(idx_src *s, uint8_t *dst, size_t want, size_t *got, const char *fix,
@@ -110,11 +122,12 @@ static lt_status inflate_some(idx_src *s, uint8_t *dst, size_t want, size_t *got
             s->cut = s->end = true; /* inflate has nothing left to give and the file no more */
         } else if (z == Z_MEM_ERROR) {
             return idx_fail(err, errlen, LT_ERR_NOMEM, "%s: out of memory while decompressing",
-                        s->path);
+                            s->path);
         } else if (z != Z_OK && z != Z_BUF_ERROR) {
-            return idx_fail(err, errlen, LT_ERR_CORRUPT, "%s: corrupt gzip data (%s) at byte %llu; %s",
-                        s->path, s->zs.msg ? s->zs.msg : "unknown zlib error",
-                        (unsigned long long)offset(s), fix);
+            return idx_fail(err, errlen, LT_ERR_CORRUPT,
+                            "%s: corrupt gzip data (%s) at byte %llu; %s", s->path,
+                            s->zs.msg ? s->zs.msg : "unknown zlib error",
+                            (unsigned long long)offset(s), fix);
         }
     }
     return LT_OK;

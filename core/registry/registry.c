@@ -163,7 +163,10 @@ static bool plugin_dir_beside_core(char out[PATH_MAX]) {
  * mean the current directory. */
 static lt_status check_path_entries(const char *path, char *err, size_t errlen) {
     char *copy = strdup(path), *save = NULL;
-    if (!copy) return LT_ERR_NOMEM;
+    if (!copy) {
+        registry_err(err, errlen, "out of memory");
+        return LT_ERR_NOMEM;
+    }
     for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
         const char *why = lt_registry_dir_problem(d);
         if (!why) continue;
@@ -178,12 +181,18 @@ static lt_status check_path_entries(const char *path, char *err, size_t errlen) 
 }
 
 lt_status lt_registry_add_default_dirs(lt_registry *r, char *err, size_t errlen) {
-    if (!r) return LT_ERR_INVALID;
+    if (!r) {
+        registry_err(err, errlen, "lt_registry_add_default_dirs: no registry");
+        return LT_ERR_INVALID;
+    }
     if (r->default_dirs_added) return LT_OK;
     const char *path = getenv("LT_PLUGIN_PATH");
     if (path) LT_CHECK(check_path_entries(path, err, errlen)); /* all judged, none added yet */
     char *copy = path ? strdup(path) : NULL, *save = NULL;
-    if (path && !copy) return LT_ERR_NOMEM;
+    if (path && !copy) {
+        registry_err(err, errlen, "out of memory");
+        return LT_ERR_NOMEM;
+    }
     lt_status st = LT_OK;
     for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d && st == LT_OK;
          d = strtok_r(NULL, ":", &save))

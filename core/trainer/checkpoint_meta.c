@@ -35,11 +35,11 @@ static lt_status bad(char *err, size_t errlen, const char *path, const char *key
     char b[80];
     if (!v)
         snprintf(err, errlen, "checkpoint %s: metadata '%s' is missing, expected %s; lt's trainer "
-                 "always writes it (the file was edited or damaged): resume from another "
+                 "always writes it (the file was edited or damaged): use another "
                  "checkpoint or restore the value", path, key, want);
     else
         snprintf(err, errlen, "checkpoint %s: metadata '%s' is '%s', expected %s; lt's trainer "
-                 "never writes that (the file was edited or damaged): resume from another "
+                 "never writes that (the file was edited or damaged): use another "
                  "checkpoint or restore the value", path, key, shown(v, b, sizeof b), want);
     return LT_ERR_CORRUPT; /* a damaged file, as a truncated one: exit 1 */
 }

@@ -74,12 +74,14 @@ lt_status lt_logdir_flush(lt_trainer *t) {
     char path[1200], err[1024];
     snprintf(path, sizeof path, "%s/metrics.csv", t->log_dir);
     lt_status st = lt_metrics_flush_csv(&r->metrics, path, err, sizeof err);
+    t->flush_failed = st != LT_OK;
     return st == LT_OK ? LT_OK : lt_run_fail(r, st, "%s", err);
 }
 
 void lt_logdir_flush_after_failure(lt_trainer *t) {
     lt_run *r = &t->run;
     if (r->world.global_rank != 0 || !t->log_dir[0]) return; /* no log directory: nothing was logged */
+    if (t->flush_failed) return; /* the failure itself: said once, by the run's error */
     char path[1200], err[1024];
     snprintf(path, sizeof path, "%s/metrics.csv", t->log_dir);
     if (lt_metrics_flush_csv(&r->metrics, path, err, sizeof err) != LT_OK)

@@ -35,6 +35,7 @@ struct lt_trainer {
     bool preempted;          /* fit stopped on it (or on elastic_stop): saved, requeued */
     bool elastic;            /* ltrun --nnodes MIN:MAX started this worker (LT_ELASTIC): SIGUSR2 stops it */
     bool world_changed;      /* the resumed checkpoint was saved on another world size (checkpoint.c) */
+    bool flush_failed;       /* the run's failure is metrics.csv's flush: not tried again after it */
 };
 
 /* trainer_worker.c */

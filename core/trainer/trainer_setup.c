@@ -368,14 +368,25 @@ static int ranks_per_host(lt_run *r) {
 /* One process for the job (single_device, dp) creates no process group, but
  * a backend it names must still be one that loads: a typo (mpi for gloo)
  * would pass unseen until the first run with more processes. Loaded to be
- * judged only: not the run's backend, its parameters not declared. */
+ * judged only: not the run's backend, its parameters not declared. One of
+ * lt's own backends that this build or install lacks (nccl without NCCL) is
+ * no typo: a config meant for several GPUs still trains on one. */
 static lt_status check_unused_backend(lt_run *r, const char *b) {
     if (!strcasecmp(b, "auto")) return LT_OK;
     if (!*b) return empty_name(r, LT_KIND_BACKEND, "strategy.process_group_backend");
     char err[1536];
     const lt_plugin_header *d;
     lt_status st = lt_registry_load(r->registry, LT_KIND_BACKEND, b, &d, err, sizeof err);
-    if (st != LT_OK) return lt_run_fail(r, st, "strategy.process_group_backend: %s", err);
+    bool own = !strcasecmp(b, "gloo") || !strcasecmp(b, "nccl") || !strcasecmp(b, "shm");
+    if (st == LT_ERR_NOT_FOUND && own) {
+        lt_log(NULL, LT_LOG_DEBUG, "strategy.process_group_backend = %s: not installed here, and "
+               "unused: strategy '%s' runs one process", b, r->strategy.ctx.name);
+        return LT_OK;
+    }
+    if (st != LT_OK)
+        return lt_run_fail(r, st, "strategy.process_group_backend = '%s' (%s), unused by this "
+                           "one-process run but judged for the next: %s", b,
+                           lt_config_origin(r->config, "strategy", "process_group_backend"), err);
     lt_log(NULL, LT_LOG_DEBUG, "strategy.process_group_backend = %s: unused, strategy '%s' runs "
            "one process", b, r->strategy.ctx.name);
     return LT_OK;

@@ -169,6 +169,8 @@ else
     check "full: exits 1 ($RC)" [ "$RC" -eq 1 ]
     check "full: its error line names metrics.csv and the full disk" \
         contains "$IT_TMP/full.err" "^ltrun: error: cannot write $F: No space left on device"
+    check "full: said once, not again by the save after the failure" \
+        [ "$(grep -c "metrics.csv" "$IT_TMP/full.err")" -eq 1 ]
     check "full: no metrics.csv.tmp left behind" [ ! -e "$F.tmp" ]
     check "full: metrics.csv holds epoch 0's validation, as the last good flush left it" \
         bash -c "grep -q '^0,[0-9]*,[^,]*,[^,]\+,[^,]\+\$' '$F' && [ \"\$(tail -c 1 '$F')\" = '' ]"

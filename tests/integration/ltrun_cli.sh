@@ -375,9 +375,10 @@ check "c_run: no worker started" bash -c "! grep -q 'starting 2 workers' '$IT_TM
 # and dp run one process): a typo passed until a run had more processes.
 echo "ltrun_cli: strategy.process_group_backend in a one-process run"
 PGB=strategy.process_group_backend
-contradiction be_single "^ltrun: error: strategy\.process_group_backend: backend 'mpi' not found; \
-looked in: .* \(ltrun --list-plugins shows what is installed\)\$" --set $PGB=mpi
-contradiction be_dp "strategy\.process_group_backend: backend 'glo' not found; .*did you mean 'gloo'" \
+contradiction be_single "^ltrun: error: strategy\.process_group_backend = 'mpi' \(--set\), unused by \
+this one-process run but judged for the next: backend 'mpi' not found; looked in: .* \(ltrun \
+--list-plugins shows what is installed\)\$" --set $PGB=mpi
+contradiction be_dp "strategy\.process_group_backend = 'glo'.*: backend 'glo' not found; .*did you mean 'gloo'" \
     --strategy dp --devices 2 --set $PGB=glo
 contradiction be_empty "strategy\.process_group_backend = '' \(--set\) is empty; use auto or one of " \
     --set $PGB=
@@ -385,7 +386,16 @@ cli be_run --config "$INI" --plugin-dir "$PLUGINS" --max-steps 1 --set $PGB=mpi 
     --default-root-dir "$IT_TMP/be_run"
 check "be_run: a run exits 2 ($RC)" [ "$RC" -eq 2 ]
 check "be_run: one line" one_line be_run
+check "be_run: the backend's words" says be_run "backend 'mpi' not found"
 check "be_run: nothing was trained" [ ! -e "$IT_TMP/be_run" ]
 cli be_good --config "$INI" --plugin-dir "$PLUGINS" --set $PGB=gloo --check
 check "be_good: a backend that loads passes, unused, in one process ($RC)" [ "$RC" -eq 0 ]
+# lt's own backend missing from this install (nccl without NCCL) is no typo:
+# a config for several GPUs still trains in one process.
+mkdir -p "$IT_TMP/nonccl"
+for so in "$PLUGINS"/liblt-*.so; do
+    case $so in *liblt-backend-nccl.so) ;; *) cp "$so" "$IT_TMP/nonccl/" ;; esac
+done
+cli be_absent --config "$INI" --plugin-dir "$IT_TMP/nonccl" --set $PGB=nccl --check
+check "be_absent: nccl not installed, unused in one process: passes ($RC)" [ "$RC" -eq 0 ]
 it_finish

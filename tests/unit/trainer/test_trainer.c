@@ -424,7 +424,7 @@ static void test_checkpoint_metadata(void) {
     const char *const missing[] = {"is missing", NULL};
     meta_case(root, ck, "lt.model", NULL, LT_ERR_CORRUPT, missing);
     const char *const ws0[] = {"'lt.world_size' is '0'", "[1, 2147483647]",
-                               "resume from another checkpoint", NULL};
+                               "use another checkpoint", NULL};
     meta_case(root, ck, "lt.world_size", "0", LT_ERR_CORRUPT, ws0);
     const char *const wsneg[] = {"'lt.world_size' is '-2'", NULL};
     meta_case(root, ck, "lt.world_size", "-2", LT_ERR_CORRUPT, wsneg);
