@@ -113,6 +113,23 @@ static lt_status step_error(lt_replica *rep, lt_status st, const char *hook) {
     return lt_replica_fail(rep, st ? st : LT_ERR_PLUGIN, "%s failed without a message", hook);
 }
 
+/* Copied replicas (separate devices) read buffers another thread's kernels
+ * wrote: a copy is queued on the calling thread's stream (accelerator.h), so
+ * nothing orders it after the writer's work unless the writer waits for its
+ * own first. Whoever produced a buffer another replica reads next calls
+ * this on its thread: the root after begin_step (the batch), after its
+ * optimizer step (the parameters) and before backward (the gathered
+ * outputs' gradient); each replica after its forward (its outputs). Shared
+ * replicas (host memory) wait for nothing. */
+static lt_status sync_for_others(lt_replica_set *rs, lt_ctx *kc) {
+    if (!rs->copied) return LT_OK;
+    return LT_ACC(rs->run)->synchronize(kc);
+}
+
+static lt_ctx *accel_ctx(lt_replica *rep) {
+    return rep->index ? &rep->accel_ctx : &rep->set->run->accel.ctx;
+}
+
 static lt_ctx *module_ctx(lt_replica *rep) {
     return rep->index == 0 ? &rep->set->run->module.ctx : &rep->module_ctx;
 }
@@ -137,7 +154,10 @@ static void forward_job(lt_replica *rep, void *arg) {
     if (!LT_MOD(r)->training_step_end) {
         rep->loss = lt_item(&rep->step, rep->out);
         if (rep->step.status != LT_OK) step_error(rep, LT_OK, "training_step");
+        return;
     }
+    st = sync_for_others(rep->set, accel_ctx(rep)); /* the root gathers the outputs */
+    if (st != LT_OK) step_error(rep, st, "training_step");
 }
 
 static void eval_job(lt_replica *rep, void *arg) {
@@ -188,7 +208,7 @@ static void backward_job(lt_replica *rep, void *arg) {
         st = lt_step_backward(s, rep->out, rs->seed * (double)rep->rows / (double)rs->total_rows);
     }
     /* what a kernel of this replica parked surfaces here, not a step later */
-    if (st == LT_OK) st = LT_ACC(rs->run)->synchronize(rep->index ? &rep->accel_ctx : &rs->run->accel.ctx);
+    if (st == LT_OK) st = LT_ACC(rs->run)->synchronize(accel_ctx(rep));
     if (st != LT_OK) step_error(rep, st, "backward");
 }
 
@@ -230,7 +250,7 @@ void lt_replica_grad_ready(void *user, size_t offset, size_t count) {
     if (atomic_fetch_sub_explicit(&rs->unreported[i], 1, memory_order_acq_rel) == 1) {
         const lt_param *p = root->params[i];
         size_t esz = lt_dtype_size(root->dtype);
-        lt_ctx *kc = rep->index ? &rep->accel_ctx : &rs->run->accel.ctx;
+        lt_ctx *kc = accel_ctx(rep);
         char *dst = (char *)root->grads_flat + p->offset * esz;
         for (int j = 1; j < rs->active; j++)
             root->k->axpby(kc, root->dtype, p->numel, 1.0, (char *)rs->rep[j].model->grads_flat + p->offset * esz,
@@ -287,7 +307,9 @@ static void replicas_bwd(lt_step *s, lt_node *n, double seed) {
     /* copied: nothing is summed during backward, the root reports at the end */
     root->grad_ready = rs->copied ? NULL : lt_replica_grad_ready;
     root->grad_ready_user = &rs->rep[0];
-    lt_status st = lt_replicas_run(rs, backward_job, NULL, "backward");
+    lt_status st = rs->gathered ? sync_for_others(rs, &r->accel.ctx) : LT_OK; /* its gradient */
+    if (st != LT_OK) lt_run_fail(r, st, "backward: %s", lt_last_error(&r->accel.ctx));
+    if (st == LT_OK) st = lt_replicas_run(rs, backward_job, NULL, "backward");
     if (st == LT_OK && rs->copied && rs->active > 1) st = lt_replicas_run(rs, reduce_copied_job, NULL, "reducing gradients");
     root->grad_ready = rs->strategy_ready;
     root->grad_ready_user = rs->strategy_user;
@@ -315,7 +337,7 @@ static void optimizer_job(lt_replica *rep, void *arg) {
     per = (per + 15) & ~(size_t)15; /* whole cache lines per thread */
     size_t lo = (size_t)rep->index * per, hi = lo + per < total ? lo + per : total;
     if (lo >= hi) return;
-    lt_ctx *kc = rep->index ? &rep->accel_ctx : &r->accel.ctx;
+    lt_ctx *kc = accel_ctx(rep);
     lt_model_optim_apply(root, &r->optim, fused, lo, hi - lo, kc);
     lt_status st = LT_ACC(r)->synchronize(kc);
     if (st != LT_OK) lt_replica_fail(rep, st, "optimizer step: %s", lt_last_error(kc));
@@ -324,9 +346,10 @@ static void optimizer_job(lt_replica *rep, void *arg) {
 lt_status lt_replicas_optimizer_step(lt_run *r, bool fused) {
     lt_replica_set *rs = r->replicas;
     lt_model *m = r->model;
-    if (rs->copied) {
+    if (rs->copied) { /* the replicas copy the parameters at their next step */
         lt_model_optim_apply(m, &r->optim, fused, 0, m->total, m->kctx);
-        return LT_OK;
+        lt_status st = sync_for_others(rs, m->kctx);
+        return st == LT_OK ? LT_OK : lt_run_fail(r, st, "optimizer step: %s", lt_last_error(m->kctx));
     }
     return lt_replicas_run(rs, optimizer_job, &fused, "optimizer step");
 }
@@ -390,8 +413,10 @@ lt_status lt_run_replicas_training_step(lt_run *r, lt_step *root, lt_tensor **lo
         return LT_ERR_STATE;
     }
     split(rs, root->batch_size);
+    lt_status st = sync_for_others(rs, &r->accel.ctx); /* the batch begin_step placed */
+    if (st != LT_OK) return lt_step_set_error(root, st, "training_step: %s", lt_last_error(&r->accel.ctx));
     lt_replicas_collectives_begin(rs);
-    lt_status st = lt_replicas_run(rs, forward_job, root, "training_step");
+    st = lt_replicas_run(rs, forward_job, root, "training_step");
     if (st == LT_OK) st = merge_logs(rs, root);
     if (st != LT_OK) return lt_step_set_error(root, st, "%s", r->error);
     lt_tensor *out;
@@ -423,8 +448,10 @@ lt_status lt_run_replicas_eval_step(lt_run *r, lt_step *root, lt_stage stage) {
     if (!rs) return lt_run_module_eval_step(r, root, stage);
     rs->stage = stage;
     split(rs, root->batch_size);
+    lt_status st = sync_for_others(rs, &r->accel.ctx); /* the batch begin_step placed */
+    if (st != LT_OK) return lt_step_set_error(root, st, "evaluation step: %s", lt_last_error(&r->accel.ctx));
     lt_replicas_collectives_begin(rs);
-    lt_status st = lt_replicas_run(rs, eval_job, root, stage == LT_STAGE_TEST ? "test_step" : "validation_step");
+    st = lt_replicas_run(rs, eval_job, root, stage == LT_STAGE_TEST ? "test_step" : "validation_step");
     if (st == LT_OK) st = merge_logs(rs, root);
     if (st != LT_OK) return lt_step_set_error(root, st, "%s", r->error);
     return LT_OK;

@@ -241,7 +241,16 @@ lt_status lt_trainer_eval_loop(lt_trainer *t, int stage, lt_loader *l, double li
     r->drop_metrics = sanity;
     lt_batch_view b;
     for (int64_t i = 0; i < nb; i++) {
-        lt_status st = lt_loader_next(l, &b);
+        /* Asking for the next batch hands the last one's slot back to the
+         * loader, and begin_step's copy out of it may still be queued (a
+         * device's H2D is asynchronous); an eval step need not wait for its
+         * work, as training's lt_item does. */
+        lt_status st = i > 0 && !r->inputs_in_place ? LT_ACC(r)->synchronize(&r->accel.ctx) : LT_OK;
+        if (st != LT_OK) {
+            r->drop_metrics = false;
+            return lt_run_hook_failed(r, &r->accel, "synchronize", st);
+        }
+        st = lt_loader_next(l, &b);
         if (st != LT_OK) { r->drop_metrics = false; return lt_run_fail(r, st, "evaluation data, batch %lld: %s", (long long)i, lt_loader_error(l)); }
         LT_CHECK(begin_step(r, &b, false, 0));
         st = LT_STRAT(r)->eval_step(&r->strategy.ctx, r, &r->step, (lt_stage)stage);

@@ -7,21 +7,44 @@
  * wrong way, so the fp32 step rounds to odd (truncate, then set the last
  * bit when anything was dropped), after which the 16-bit rounding is the
  * correct one (fp32 has more than two extra bits). */
+#include <stdio.h>
 #include "gpu_cuda.cuh"
 
+/* A NaN as x86's cvtsd2ss makes it (the cpu plugin's bits): sign and the
+ * top of the payload kept, quiet bit set. The GPU's own conversion may
+ * return its canonical NaN instead. */
+__device__ __forceinline__ float f64_nan_to_f32(double d) {
+    unsigned long long b = (unsigned long long)__double_as_longlong(d);
+    unsigned int sign = (unsigned int)(b >> 32) & 0x80000000u;
+    return __uint_as_float(sign | 0x7FC00000u | (unsigned int)((b & 0xFFFFFFFFFFFFFull) >> 29));
+}
+
+/* And the other way, as cvtss2sd: the payload moved up, quiet bit set. */
+__device__ __forceinline__ double f32_to_f64(float f) {
+    if (f == f) return (double)f;
+    unsigned long long b = __float_as_uint(f);
+    return __longlong_as_double((long long)(((b & 0x80000000ull) << 32) | 0x7FF8000000000000ull |
+                                            ((b & 0x7FFFFFull) << 29)));
+}
+
+__device__ __forceinline__ float f64_to_f32(double d) {
+    return d != d ? f64_nan_to_f32(d) : (float)d;
+}
+
 __device__ __forceinline__ float f64_to_f32_odd(double d) {
+    if (d != d) return f64_nan_to_f32(d);
     float t = __double2float_rz(d); /* toward zero: the neighbour nearer 0 */
-    if ((double)t == d || d != d) return t;
+    if ((double)t == d) return t;
     return __uint_as_float(__float_as_uint(t) | 1u);
 }
 
 template <class D> struct To;
 template <> struct To<float> {
     static __device__ float of(float v) { return v; }
-    static __device__ float of(double v) { return (float)v; }
+    static __device__ float of(double v) { return f64_to_f32(v); }
 };
 template <> struct To<double> {
-    static __device__ double of(float v) { return (double)v; }
+    static __device__ double of(float v) { return f32_to_f64(v); }
     static __device__ double of(double v) { return v; }
 };
 template <> struct To<f16_t> {
@@ -54,6 +77,9 @@ static void cast_from(lt_ctx *ctx, void *dst, lt_dtype src_t, const void *src, i
 
 static bool castable(lt_dtype t) { return t >= LT_F32 && t <= LT_BF16; }
 
+extern "C" lt_status gpu_copy(lt_ctx *ctx, void *dst, const void *src, size_t bytes,
+                              lt_copy_dir dir); /* memory.c */
+
 extern "C" void gpu_cast(lt_ctx *ctx, lt_dtype dst_t, void *dst, lt_dtype src_t, const void *src,
                          int64_t n) {
     if (!castable(dst_t) || !castable(src_t)) {
@@ -64,11 +90,13 @@ extern "C" void gpu_cast(lt_ctx *ctx, lt_dtype dst_t, void *dst, lt_dtype src_t,
         return;
     }
     if (n <= 0 || !gpu_enter(ctx)) return;
-    if (dst_t == src_t) {
-        if (dst != src)
-            gpu_check(ctx, (int)cudaMemcpyAsync(dst, src, (size_t)n * lt_dtype_size(dst_t),
-                                                cudaMemcpyDeviceToDevice, GPU_STREAM),
-                      "cast (copy)");
+    if (dst_t == src_t) { /* copy's memmove semantics, as the cpu plugin's cast */
+        if (dst != src && gpu_copy(ctx, dst, src, (size_t)n * lt_dtype_size(dst_t),
+                                   LT_COPY_D2D) != LT_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", lt_last_error(ctx));
+            gpu_fail(ctx, LT_ERR_PLUGIN, "gpu cast (copy): %s", why);
+        }
         return;
     }
     switch (dst_t) {

@@ -42,6 +42,7 @@ static void open_cublas(void) {
     SYM(destroy, "cublasDestroy_v2");
     SYM(set_stream, "cublasSetStream_v2");
     SYM(set_workspace, "cublasSetWorkspace_v2");
+    SYM(set_math_mode, "cublasSetMathMode");
     SYM(status_name, "cublasGetStatusName");
     SYM(status_string, "cublasGetStatusString");
     SYM(sgemm, "cublasSgemm_v2");

@@ -19,6 +19,7 @@ typedef struct lt_cublas_api {
     cublasStatus_t (*destroy)(cublasHandle_t handle);
     cublasStatus_t (*set_stream)(cublasHandle_t handle, cudaStream_t stream);
     cublasStatus_t (*set_workspace)(cublasHandle_t handle, void *workspace, size_t bytes);
+    cublasStatus_t (*set_math_mode)(cublasHandle_t handle, cublasMath_t mode);
     const char *(*status_name)(cublasStatus_t status);
     const char *(*status_string)(cublasStatus_t status);
     cublasStatus_t (*sgemm)(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n,

@@ -124,7 +124,13 @@ void gpu_free(lt_ctx *ctx, void *p) {
         if (bytes != SIZE_MAX) atomic_fetch_sub(&s->allocated, bytes);
         gpu_enter(ctx);
     }
-    cudaFree(p);
+    /* Cleared, or the error (a pointer that is not ours) would be blamed
+     * on the next launch (GPU_LAUNCHED peeks at the last error). */
+    cudaError_t e = cudaFree(p);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        lt_log(ctx, LT_LOG_WARN, "gpu accelerator: cudaFree(%p): %s", p, cudaGetErrorString(e));
+    }
 }
 
 /* Pinned, and portable: the data loader's prefetch thread fills it, and
@@ -144,8 +150,11 @@ lt_status gpu_alloc_host(lt_ctx *ctx, size_t bytes, void **out) {
 }
 
 void gpu_free_host(lt_ctx *ctx, void *p) {
-    (void)ctx;
-    if (p) cudaFreeHost(p);
+    cudaError_t e = p ? cudaFreeHost(p) : cudaSuccess;
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* as in gpu_free */
+        lt_log(ctx, LT_LOG_WARN, "gpu accelerator: cudaFreeHost(%p): %s", p, cudaGetErrorString(e));
+    }
 }
 
 /* Issued on the calling thread's stream, in order with its kernels.

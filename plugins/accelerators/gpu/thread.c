@@ -183,6 +183,12 @@ void *gpu_blas(lt_ctx *ctx, gpu_thread *th) {
         /* the stream first: setting it resets the workspace to cuBLAS's own */
         st = cb->set_stream(h, cudaStreamPerThread);
         if (st == CUBLAS_STATUS_SUCCESS) st = cb->set_workspace(h, ws, GPU_BLAS_WORKSPACE);
+        /* The default mode lets a split-k GEMM sum its partial products in
+         * the output type (f16, bf16); the gemm contract is fp32
+         * accumulation, each result rounded once. */
+        if (st == CUBLAS_STATUS_SUCCESS)
+            st = cb->set_math_mode(h, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                                     CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
         if (st != CUBLAS_STATUS_SUCCESS) cb->destroy(h);
     }
     if (st != CUBLAS_STATUS_SUCCESS) {

@@ -56,16 +56,18 @@ static lt_status copy_params(lt_run *run, bagua *b) {
     return lt_run_synchronize(run);
 }
 
-static void write_vote(void *at, lt_dtype t, bool stop) {
-    if (t == LT_F32) *(float *)at = stop ? 1.0f : 0.0f;
-    else if (t == LT_F64) *(double *)at = stop ? 1.0 : 0.0;
-    else *(uint16_t *)at = !stop ? 0 : t == LT_BF16 ? 0x3F80 : 0x3C00; /* 1.0 in bf16 / f16 */
+/* The vote lives in accelerator memory (device memory on a gpu), so the
+ * thread goes through the kernels, on its own stream: fill is ordered
+ * before the allreduce it issues next, and sumsq returns the value on the
+ * host once the allreduce's result is there. */
+static void write_vote(async_state *a, void *at, lt_dtype t, bool stop) {
+    a->k->fill(a->kc, t, at, 1, stop ? 1.0 : 0.0);
 }
 
-static bool read_vote(const void *at, lt_dtype t) {
-    if (t == LT_F32) return *(const float *)at > 0;
-    if (t == LT_F64) return *(const double *)at > 0;
-    return (*(const uint16_t *)at & 0x7FFF) != 0;
+static bool read_vote(async_state *a, const void *at, lt_dtype t) {
+    double sq = 0;
+    a->k->sumsq(a->kc, t, at, 1, &sq);
+    return sq > 0;
 }
 
 static void *async_main(void *arg) {
@@ -91,7 +93,7 @@ static void *async_main(void *arg) {
         if (stopping) { /* async_stop copies the final parameters */
             while (!a->final_copied) pthread_cond_wait(&a->cond, &a->lock);
         }
-        write_vote(vote, t, stopping);
+        write_vote(a, vote, t, stopping);
         set_phase(a, ASYNC_TAKEN);
         pthread_mutex_unlock(&a->lock);
         double t0 = lt_now();
@@ -106,7 +108,7 @@ static void *async_main(void *arg) {
             break;
         }
         a->rounds++;
-        bool anyone_stops = read_vote(vote, t);
+        bool anyone_stops = read_vote(a, vote, t);
         if (stopping) break; /* this rank trains no more: nothing to apply */
         set_phase(a, ASYNC_READY); /* avg holds sums: the training thread divides */
         while (!a->stop && atomic_load(&a->phase) == ASYNC_READY) pthread_cond_wait(&a->cond, &a->lock);
@@ -123,9 +125,8 @@ lt_status async_start(lt_ctx *ctx, lt_run *run, bagua *b) {
     const lt_flat f = b->flat;
     LT_CHECK(lt_run_new_group(run, NULL, "bagua-async", &a->pg));
     size_t es = lt_dtype_size(f.param_dtype);
-    /* The thread writes and reads the stop vote after the parameters
-     * directly: host memory (the cpu accelerator's; a device accelerator
-     * needs host-visible memory here). */
+    a->k = lt_run_kernels(run);
+    a->kc = lt_run_kernel_ctx(run);
     LT_CHECK(lt_run_alloc(run, f.count * es, &a->snap));
     LT_CHECK(lt_run_alloc(run, (f.count + 1) * es, &a->avg));
     pthread_mutex_init(&a->lock, NULL);

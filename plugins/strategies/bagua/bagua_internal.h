@@ -54,6 +54,8 @@ typedef struct async_state {
     bool final_copied;         /* async_stop copied the final parameters for the last round */
     void *snap;                /* the parameters the round started from */
     void *avg;                 /* count + 1 elements: the average, then the stop vote */
+    const lt_kernels *k;       /* the accelerator's, for the vote (device memory on a gpu) */
+    lt_ctx *kc;
     lt_status error;
     char message[512];
     int64_t rounds;
