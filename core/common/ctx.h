@@ -32,6 +32,8 @@ struct lt_ctx {
     const lt_config *config;       /* NULL: parameters take their defaults */
     int rank;                      /* for log prefixes; -1 unknown */
     void *owner;                   /* core object this ctx belongs to (run, trainer) */
+    bool section_only;             /* parameters from [<kind>.<name>] alone: a plugin a
+                                      section names while another of its kind runs */
 };
 
 /* Fills a context for a plugin instance; config may be NULL. */

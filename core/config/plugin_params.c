@@ -8,13 +8,15 @@
 
 /* [<kind>.<name>] first, then [<kind>] ([model] for modules, as
  * trainer_setup.c declares it); a value the user set in either wins over a
- * declared default in the other. Writes the section that holds the value to
+ * declared default in the other. [<kind>] is the plugin in use's: a
+ * section_only context reads its own section alone. Writes the section that holds the value to
  * sec; false when neither has one. */
 bool lt_param_section(const lt_ctx *ctx, const char *key, char *sec, size_t len) {
     if (!ctx || !ctx->config || !ctx->kind || !key) return false;
     const char *kind = lt_kind_name(ctx->kind);
     const char *home = ctx->kind == LT_KIND_MODULE ? "model" : kind;
     snprintf(sec, len, "%s.%s", kind, ctx->name);
+    if (ctx->section_only) return lt_config_value(ctx->config, sec, key) != NULL;
     if (lt_config_source_of(ctx->config, sec, key) == LT_SRC_DEFAULT &&
         lt_config_source_of(ctx->config, home, key) != LT_SRC_DEFAULT)
         snprintf(sec, len, "%s", home);

@@ -417,9 +417,16 @@ static lt_status pick_backend(lt_run *r) {
 
 /* Sections like [strategy.ddp] name a plugin: it must exist even when another
  * one is in use, so a typo is caught before a long run. */
+typedef struct named_plugin {
+    lt_kind kind;
+    const lt_plugin_header *d;
+} named_plugin;
+
 typedef struct section_visit {
     lt_run *r;
     lt_status st;
+    int n; /* the plugins named by a section alone, for their check_params */
+    named_plugin named[16];
 } section_visit;
 
 static void visit_section(void *user, const char *section) {
@@ -444,6 +451,8 @@ static void visit_section(void *user, const char *section) {
         return;
     }
     v->st = declare_params(v->r, kind, d, false);
+    if (v->st == LT_OK && v->n < (int)(sizeof v->named / sizeof v->named[0]))
+        v->named[v->n++] = (named_plugin){kind, d};
 }
 
 static lt_status load_config(lt_run *r, const lt_trainer_args *a) {
@@ -741,6 +750,42 @@ static lt_status check_plugin_params(lt_run *r) {
     return LT_OK;
 }
 
+/* A plugin named by a section while another of its kind runs ([backend.gloo]
+ * beside shm) has its values judged too, from that section alone: it is
+ * what the next run that picks it would refuse. */
+static lt_status check_named_params(lt_run *r, const section_visit *sv) {
+    typedef lt_status (*check_fn)(lt_ctx *);
+    for (int i = 0; i < sv->n; i++) {
+        const lt_plugin_header *d = sv->named[i].d;
+        check_fn fn = NULL;
+        switch (sv->named[i].kind) {
+        case LT_KIND_ACCELERATOR: fn = ((const lt_accelerator_desc *)d)->check_params; break;
+        case LT_KIND_STRATEGY: fn = ((const lt_strategy_desc *)d)->check_params; break;
+        case LT_KIND_PRECISION: fn = ((const lt_precision_desc *)d)->check_params; break;
+        case LT_KIND_ENVIRONMENT: fn = ((const lt_environment_desc *)d)->check_params; break;
+        case LT_KIND_BACKEND: fn = ((const lt_backend_desc *)d)->check_params; break;
+        default: break; /* modules have no check_params: their init judges */
+        }
+        if (!fn) continue;
+        lt_ctx c;
+        lt_ctx_init(&c, sv->named[i].kind, d->name, d, r->config);
+        c.owner = r;
+        c.section_only = true;
+        lt_clear_error();
+        lt_status st = fn(&c);
+        if (st != LT_OK) {
+            const char *msg = lt_last_error(&c);
+            char sec[96];
+            snprintf(sec, sizeof sec, "%s.%s", lt_kind_name(c.kind), c.name);
+            for (char *p = sec; *p; p++) *p = (char)tolower((unsigned char)*p);
+            return lt_run_fail(r, st, "config section [%s]: %s '%s': %s", sec,
+                               lt_kind_name(c.kind), c.name,
+                               *msg ? msg : "check_params refused a parameter without a message");
+        }
+    }
+    return LT_OK;
+}
+
 static lt_status resolve(lt_trainer *t, const lt_trainer_args *a) {
     lt_run *r = &t->run;
     lt_run_register_defaults();
@@ -764,13 +809,14 @@ static lt_status resolve(lt_trainer *t, const lt_trainer_args *a) {
     if (r->backend.loaded) LT_CHECK(apply_overrides(r, &r->backend, LT_KIND_BACKEND));
     const char *model = cfg(r, "model", "name");
     if (*model) LT_CHECK(load_plugin(r, &r->module, LT_KIND_MODULE, model, "model.name"));
-    section_visit sv = {r, LT_OK};
+    section_visit sv = {.r = r, .st = LT_OK};
     lt_config_each_section(r->config, visit_section, &sv);
     LT_CHECK(sv.st);
     char err[1024];
     lt_status st = lt_config_validate(r->config, err, sizeof err);
     if (st != LT_OK) return lt_run_fail(r, st, "%s", err);
     LT_CHECK(check_plugin_params(r));
+    LT_CHECK(check_named_params(r, &sv));
     make_summary(t);
     return resolve_options(t);
 }

@@ -348,6 +348,13 @@ check "p_good2n: names both transports" says p_good2n 'backend gloo \(shm inside
 cli p_good --config "$INI" --plugin-dir "$PLUGINS" --strategy bagua --devices 2 --set strategy.algorithm=qadam \
     --set accelerator.isa=generic --set backend.slot_mb=16 --set backend.realtime=false --check
 check "p_good: values each plugin takes pass --check ($RC)" [ "$RC" -eq 0 ]
+# A plugin a section names while another of its kind runs ([backend.gloo]
+# beside shm): its values are judged from that section alone.
+contradiction p_named "^ltrun: error: config section \[backend\.gloo\]: backend 'gloo': \
+backend\.num_threads = 0: use 1\.\.16" --strategy ddp --devices 2 --set backend.gloo.num_threads=0
+cli p_named_good --config "$INI" --plugin-dir "$PLUGINS" --strategy ddp --devices 2 \
+    --set backend.gloo.num_threads=4 --set backend.realtime=off --check
+check "p_named_good: a good value there passes ($RC)" [ "$RC" -eq 0 ]
 # A run, not --check: ltrun refuses before it starts a worker, so the
 # message comes once, not once per rank, and no rank is reported lost.
 cli p_run --config "$INI" --plugin-dir "$PLUGINS" --strategy ddp --devices 2 --max-epochs 1 \

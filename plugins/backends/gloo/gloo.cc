@@ -313,7 +313,8 @@ lt_status ltgloo_supports(lt_ctx *ctx, lt_dtype dtype, lt_redop op, bool *out) {
  * that did not call it. */
 lt_status ltgloo_check_params(lt_ctx *ctx) {
     const char *rt = lt_param_str(ctx, "realtime", "auto");
-    if (strcmp(rt, "auto") && strcmp(rt, "on") && strcmp(rt, "off")) {
+    bool on; /* the words shm takes too: one [backend] serves both across hosts */
+    if (strcmp(rt, "auto") && !lt_parse_bool(rt, &on)) {
         lt_set_error(ctx, "backend.realtime = '%s': use auto, on or off", rt);
         return LT_ERR_INVALID;
     }

@@ -244,8 +244,9 @@ lt_status group_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
         return LT_ERR_INVALID;
     }
     const char *rt = lt_param_str(ctx, "realtime", "auto");
-    g->realtime = strcmp(rt, "off") && rt_permitted();
-    if (!g->realtime && !strcmp(rt, "on")) {
+    bool on = true, asked = strcmp(rt, "auto") && lt_parse_bool(rt, &on); /* checked above */
+    g->realtime = on && rt_permitted();
+    if (!g->realtime && asked && on) {
         err = "backend.realtime = on, but this process may not use SCHED_FIFO; grant CAP_SYS_NICE or "
               "RLIMIT_RTPRIO >= 1 (ulimit -r 1), or set backend.realtime = auto";
         return LT_ERR_UNSUPPORTED;

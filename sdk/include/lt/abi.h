@@ -121,7 +121,9 @@ typedef struct lt_param_spec {
  * thread, once every plugin is loaded and the config complete, before
  * setup and every later hook (only the probes that pick the plugins ran
  * before it: is_available, device_count, launch_kind, an environment's
- * score and world queries). ctx has the config and nothing else: the hook
+ * score and world queries); also for a plugin only a config section names
+ * ([backend.gloo] while another backend runs), through a ctx whose
+ * lt_param_* read that section alone. ctx has the config and nothing else: the hook
  * reads its parameters (lt_param_str, ...), keeps nothing, starts nothing
  * and touches no device. It returns LT_OK, or LT_ERR_INVALID with
  * lt_set_error naming the key, the value and the values that would do, the

@@ -894,6 +894,30 @@ static void test_param_readers(void) {
     lt_config_free(c);
 }
 
+/* [<kind>] belongs to the plugin in use: one a section names while another
+ * runs reads its own section alone (section_only), defaults included. */
+static void test_param_section_only(void) {
+    lt_config *c = lt_config_new();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(lt_config_declare(c, "backend", "realtime", LT_PARAM_STRING, "auto", ""), LT_OK);
+    CU_ASSERT_EQUAL(lt_config_declare(c, "backend.gloo", "realtime", LT_PARAM_STRING, "auto", ""),
+                    LT_OK);
+    CU_ASSERT_EQUAL(lt_config_declare(c, "backend.gloo", "num_threads", LT_PARAM_INT, "1", ""),
+                    LT_OK);
+    CU_ASSERT_EQUAL(lt_config_set_arg(c, "backend.realtime=maybe", NULL, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL(lt_config_set_arg(c, "backend.gloo.num_threads=3", NULL, err, sizeof err),
+                    LT_OK);
+    lt_ctx in_use, named;
+    lt_ctx_init(&in_use, LT_KIND_BACKEND, "gloo", NULL, c);
+    lt_ctx_init(&named, LT_KIND_BACKEND, "gloo", NULL, c);
+    named.section_only = true;
+    ASSERT_STR(lt_param_str(&in_use, "realtime", "x"), "maybe"); /* [backend] set: it wins */
+    ASSERT_STR(lt_param_str(&named, "realtime", "x"), "auto");   /* its own section's default */
+    CU_ASSERT_EQUAL(lt_param_int(&named, "num_threads", -1), 3);
+    CU_ASSERT_EQUAL(lt_param_int(&named, "absent", -1), -1);
+    lt_config_free(c);
+}
+
 /* One rule for "did you mean": a couple of edits, or a third of a long name. */
 static void test_close_enough(void) {
     CU_ASSERT_TRUE(lt_close_enough("ddp", 1));
@@ -944,6 +968,7 @@ int main(void) {
         {"defaults obey their rules", test_defaults_obey_rules},
         {"removed keys are unknown", test_removed_keys},
         {"lt_param_* parse like the config", test_param_readers},
+        {"a plugin named by a section alone reads that section alone", test_param_section_only},
         {"close enough to suggest", test_close_enough},
     };
     for (size_t i = 0; s && i < sizeof tests / sizeof tests[0]; i++)
