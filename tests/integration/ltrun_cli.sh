@@ -331,6 +331,10 @@ contradiction p_slot "backend 'shm': backend\.slot_mb = 0: use 1\.\.1024" --stra
     --set backend.slot_mb=0
 contradiction p_rt "backend 'gloo': backend\.realtime = 'maybe': use auto, on or off" --strategy ddp --devices 2 \
     --set strategy.process_group_backend=gloo --set backend.realtime=maybe
+# gloo takes shm's words too: across hosts one [backend] serves both
+cli p_rt_bool --config "$INI" --plugin-dir "$PLUGINS" --strategy ddp --devices 2 \
+    --set strategy.process_group_backend=gloo --set backend.realtime=false --check
+check "p_rt_bool: gloo takes backend.realtime = false ($RC)" [ "$RC" -eq 0 ]
 # auto across hosts with several ranks on each runs shm inside the node and
 # gloo across (run_groups.c): both judge their values, not gloo's alone
 # (backend.slot_mb used to be an unknown key there, backend.shm.slot_mb unjudged)
