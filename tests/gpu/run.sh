@@ -33,9 +33,13 @@
 #     gpu_single (a), gpu_dp (b), gpu_ddp_gloo (c), gpu_nccl1 (d),
 #     gpu_nccl2 (e; may skip only with fewer than 2 GPUs), gpu_kill (f); then
 #     examples/fashion_mnist/gpu.ini trained unchanged for 50 steps.
-#  6. bench/run_gpu_bench.sh: lt vs PyTorch eager on this GPU; figures only
+#  6. the host CPU: the cpu accelerator's kernel tests (every variant the
+#     CPU runs: AVX-512, and AVX-512 BF16's native bf16 GEMM, which no other
+#     machine of this project has run)
+#  7. bench/run_gpu_bench.sh: lt vs PyTorch eager on this GPU; figures only
 #     (a figure under its target is reported, not failed; a bench that cannot
-#     run fails).
+#     run fails)
+#  8. the host CPU's figures (step 6's), last: the GPU's come first
 # The summary (each step's status, the figures) goes to stdout and, when $OUT
 # is set (the device tool brings $OUT back), to $OUT/gpu_summary.txt, with all
 # logs in $OUT/gpu_logs.tar.gz; both are rewritten after every step, so a run
@@ -352,7 +356,32 @@ if time_for "example gpu.ini" 20; then
     rm -rf "$ex"
 fi
 
-# ---- 6. bench --------------------------------------------------------------------------------
+# ---- 6. the host CPU ---------------------------------------------------------------------------
+# A lent GPU machine's CPU is often of a kind this project's own machines are
+# not (AVX-512, AVX-512 BF16, AMX). The cpu accelerator's kernel tests run
+# every variant the CPU can execute, the native vdpbf16ps GEMM among them
+# (issue 10; never run elsewhere). Step 8's figures show the bf16 GEMM paths
+# and the MLP under isa=avx2 and isa=avx512 on this CPU (issue 12).
+step "host CPU: the cpu accelerator's kernel tests and figures"
+want='avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_bf16|amx_bf16|amx_tile'
+cflags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE "$want" | tr '\n' ' ')
+MACHINE+=("host CPU flags lt's kernels ask about: ${cflags:-none}")
+if time_for "cpu kernels" 60; then
+    lim=$(( $(left) > 150 ? 150 : $(left) ))
+    timeout -k 10 "$lim" ctest --test-dir "$BUILD" -j "$JOBS" -V \
+        -R '^(test_cpu_gemm|test_cpu_kernels|test_cpu_kernels_lowp|test_cpu_lowp|test_kernel_ops)$' \
+        >"$LOGS/cpu.log" 2>&1
+    rc=$?
+    skips=$(grep -c 'SKIPPED' "$LOGS/cpu.log")
+    tail -n 12 "$LOGS/cpu.log" | sed 's/^/  /'
+    if [ $rc -eq 0 ]; then
+        record "cpu kernels" ok "5 tests passed; $skips variant(s) this CPU cannot run skipped (cpu.log)"
+    else
+        record "cpu kernels" FAILED "ctest exit $rc: $(grep -E 'Failed|\*\*\*' "$LOGS/cpu.log" | head -n 3 | tr '\n' ';' | cut -c1-240)"
+    fi
+fi
+
+# ---- 7. bench --------------------------------------------------------------------------------
 if [ $BENCH = 1 ]; then
     step "bench: bench/run_gpu_bench.sh"
     if time_for bench 60; then
@@ -375,6 +404,24 @@ if [ $BENCH = 1 ]; then
             *) record bench FAILED "exit $rc ($((SECONDS - t1)) s): a program could not run (see bench.log)" ;;
         esac
     fi
+fi
+
+# ---- 8. the host CPU's figures (after the GPU's, which come first) --------------------------
+# Figures only: out of time they are skipped, not a failure of the run.
+if [ $BENCH = 1 ] && [ "$(left)" -lt 60 ]; then
+    record "cpu figures" skipped "out of time after the GPU bench ($((SECONDS - T0)) s used)"
+elif [ $BENCH = 1 ]; then
+    bf=widen; grep -qw avx512_bf16 <<<"$cflags" && bf=native
+    timeout -k 5 60 "$BUILD/bench/lowp_gemm_bench" --secs 0.1 --bf16-gemm "$bf" >"$LOGS/cpu_gemm.log" 2>&1
+    FIGURES+=("cpu: lowp_gemm_bench --bf16-gemm $bf: exit $?, per-shape f32/bf16 GF/s in cpu_gemm.log")
+    for isa in avx2 avx512; do
+        for b in 64 1024; do
+            line=$(timeout -k 5 60 "$BUILD/bench/train_bench" --batch "$b" --samples 20000 --gemm-secs 0 \
+                --set accelerator.isa=$isa 2>&1 | tee -a "$LOGS/cpu_train.log" | grep -E 'samples/s' | tail -n 1)
+            FIGURES+=("cpu: MLP isa=$isa batch $b: ${line:-refused or failed (cpu_train.log)}")
+        done
+    done
+    write_summary
 fi
 
 if failed_any; then finish 1; fi
