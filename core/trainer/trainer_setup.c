@@ -426,7 +426,7 @@ typedef struct section_visit {
     lt_run *r;
     lt_status st;
     int n; /* the plugins named by a section alone, for their check_params */
-    named_plugin named[16];
+    named_plugin named[64]; /* more than every plugin lt ships, with room for third parties' */
 } section_visit;
 
 static void visit_section(void *user, const char *section) {
@@ -451,8 +451,14 @@ static void visit_section(void *user, const char *section) {
         return;
     }
     v->st = declare_params(v->r, kind, d, false);
-    if (v->st == LT_OK && v->n < (int)(sizeof v->named / sizeof v->named[0]))
-        v->named[v->n++] = (named_plugin){kind, d};
+    if (v->st != LT_OK) return;
+    if (v->n == (int)(sizeof v->named / sizeof v->named[0])) { /* none goes unjudged */
+        v->st = lt_run_fail(v->r, LT_ERR_INVALID, "config section [%s]: more than %d sections "
+                            "name plugins that do not run; remove the ones this job does not use",
+                            section, v->n);
+        return;
+    }
+    v->named[v->n++] = (named_plugin){kind, d};
 }
 
 static lt_status load_config(lt_run *r, const lt_trainer_args *a) {
