@@ -28,17 +28,24 @@ typedef struct lt_launch_info {
     char devices[1100];         /* auto_select_gpus chose these ("[1, 3]"): the workers get them; "" otherwise */
 } lt_launch_info;
 
-/* One 64-byte slot per local worker in a shared file whose descriptor the
+/* One 2 KiB slot per local worker in a shared file whose descriptor the
  * launcher passes as LT_STATUS_FD (slot = LOCAL_RANK). Workers store their
  * progress with plain atomic writes; the launcher reads them to say where a
- * failed rank was. */
+ * failed rank was. A worker's fatal error goes into `error` too, and the
+ * launcher says it once, in the line that names the failed rank: the ranks
+ * of a job often fail alike (each refuses the same bad data file), and one
+ * line per rank plus the launcher's would bury it. */
+enum { LT_STATUS_SLOT_BYTES = 2048 };
 typedef struct lt_status_slot {
     int64_t global_step;    /* optimizer steps done */
     int64_t epoch;
     int32_t pid;
     int32_t phase;          /* LT_PHASE_* */
-    char pad[40];
+    int32_t error_set;      /* 1 once `error` holds the worker's fatal error (release store) */
+    char pad[36];
+    char error[LT_STATUS_SLOT_BYTES - 64]; /* NUL-terminated, cut to fit */
 } lt_status_slot;
+_Static_assert(sizeof(lt_status_slot) == LT_STATUS_SLOT_BYTES, "status slot layout");
 
 /* STOPPED: fit ended early at a step boundary, saved (pre-empted, or an
  * elastic change of nodes); the run is not finished. */
@@ -47,5 +54,13 @@ enum { LT_PHASE_START = 0, LT_PHASE_SETUP = 1, LT_PHASE_TRAIN = 2, LT_PHASE_DONE
 
 /* Worker side: maps the slot named by LT_STATUS_FD/LOCAL_RANK (NULL when not launched by ltrun). */
 lt_status_slot *lt_status_slot_attach(void);
+
+/* Worker side: puts text in s->error (cut to fit) and sets error_set. */
+void lt_status_slot_set_error(lt_status_slot *s, const char *text);
+
+/* Worker side: hands this process's fatal error to ltrun, which prints it
+ * (true); false when ltrun did not start this process (print it yourself).
+ * Called once, as the worker gives up; ltrun reads it after the exit. */
+bool lt_status_slot_post_error(const char *text);
 
 #endif

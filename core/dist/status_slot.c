@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -14,4 +15,16 @@ lt_status_slot *lt_status_slot_attach(void) {
     lt_status_slot *s = (lt_status_slot *)p + slot;
     s->pid = (int32_t)getpid();
     return s;
+}
+
+void lt_status_slot_set_error(lt_status_slot *s, const char *text) {
+    snprintf(s->error, sizeof s->error, "%s", text && *text ? text : "(no message)");
+    __atomic_store_n(&s->error_set, 1, __ATOMIC_RELEASE);
+}
+
+bool lt_status_slot_post_error(const char *text) {
+    lt_status_slot *s = lt_status_slot_attach();
+    if (!s) return false;
+    lt_status_slot_set_error(s, text);
+    return true; /* the mapping goes with the process */
 }

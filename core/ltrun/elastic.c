@@ -701,8 +701,7 @@ static int after_failure(elastic *E, const outcome *o) {
     launcher *L = E->L;
     const lt_launch_info *in = E->in;
     char k[300], why[600];
-    launcher_report(L, o);
-    launcher_first_failure(L, E->round);
+    launcher_report(L, o, E->round);
     int rc = launcher_refused(o->status) ? EXIT_REFUSED : 1;
     snprintf(why, sizeof why, "rank %d on %s", L->node_rank * L->nproc + o->local, L->host);
     int first = set_once(E, key(E, k, sizeof k, "r%d/abort", E->round), why, NULL, 0);
@@ -710,7 +709,7 @@ static int after_failure(elastic *E, const outcome *o) {
     int64_t used = 0;
     if (counter(E, key(E, k, sizeof k, "restarts"), first ? 1 : 0, &used)) return 1;
     const char *stop = NULL;
-    if (launcher_cannot_cure(o)) stop = "a restart would repeat this failure; fix the error it printed above";
+    if (launcher_cannot_cure(o)) stop = "a restart would repeat this failure; fix the error above";
     else if (used > in->max_restarts) stop = "the job has used its launcher.max_restarts";
     if (stop) {
         char v[16];

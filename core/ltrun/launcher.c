@@ -477,37 +477,59 @@ bool launcher_cannot_cure(const outcome *o) {
     return code == EXIT_NO_EXEC || (code == EXIT_REFUSED && !training);
 }
 
-void launcher_report(launcher *L, const outcome *o) {
-    int st = o->status;
+/* What a failed worker left in its slot (lt_status_slot_post_error): its
+ * own words for why, or NULL (killed, or it died before it could say). */
+static const char *worker_words(launcher *L, int local) {
+    lt_status_slot *s = &L->slots[local];
+    if (!__atomic_load_n(&s->error_set, __ATOMIC_ACQUIRE)) return NULL;
+    s->error[sizeof s->error - 1] = 0;
+    return s->error;
+}
+
+/* One line for a failed local worker: its own words first where it left
+ * them, then how it ended, where, and what ltrun did about the others.
+ * stopped_by_us: ltrun's stop signal ended it (after another rank exited)
+ * while it was on its way out; its words say it failed, which is what the
+ * line says then, not the signal. */
+static void report_worker(launcher *L, int local, int st, const lt_status_slot *at, int others,
+                          const char *words, bool stopped_by_us) {
     char how[160], where[160];
-    if (WIFSIGNALED(st)) {
+    if (words && stopped_by_us) {
+        snprintf(how, sizeof how, "failed");
+    } else if (WIFSIGNALED(st)) {
         const char *d = strsignal(WTERMSIG(st));
         snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(st), d ? d : "?");
     } else {
         snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(st));
     }
-    long long step = (long long)o->at.global_step, epoch = (long long)o->at.epoch;
+    long long step = (long long)at->global_step, epoch = (long long)at->epoch;
     /* The slot says how far it got: setup (START/SETUP), training (TRAIN, or
      * FAILED once fit returned an error) or past fit (DONE). */
-    if (o->at.phase <= LT_PHASE_SETUP) snprintf(where, sizeof where, "during setup, before training started");
-    else if (o->at.phase == LT_PHASE_DONE) snprintf(where, sizeof where, "after training finished (step %lld, epoch %lld)", step, epoch);
+    if (at->phase <= LT_PHASE_SETUP)
+        snprintf(where, sizeof where, "during setup, before training started");
+    else if (at->phase == LT_PHASE_DONE)
+        snprintf(where, sizeof where, "after training finished (step %lld, epoch %lld)", step, epoch);
     else if (step == 0 && epoch == 0) snprintf(where, sizeof where, "before its first step (setup or step 0)");
     else snprintf(where, sizeof where, "at step %lld (epoch %lld)", step, epoch);
-    launcher_say("rank %d (host %s, pid %d) %s %s; %s", L->node_rank * L->nproc + o->local, L->host,
-        (int)L->w[o->local].pid, how, where,
-        o->others ? (L->num_nodes > 1 ? "stopped the other ranks on this node" : "stopped the other ranks")
-                  : "no other rank was running here");
+    const char *then = !others             ? "no other rank was running here"
+                       : L->num_nodes > 1 ? "stopped the other ranks on this node"
+                                          : "stopped the other ranks";
+    int rank = L->node_rank * L->nproc + local, pid = (int)L->w[local].pid;
+    if (words)
+        launcher_say("error: rank %d (host %s, pid %d): %s [%s %s; %s]", rank, L->host, pid, words,
+                     how, where, then);
+    else launcher_say("rank %d (host %s, pid %d) %s %s; %s", rank, L->host, pid, how, where, then);
 }
 
-/* The reason the first failing rank posted (lt_pg_post_failure), if any:
- * said last, so it is the line a user reads first. */
-void launcher_first_failure(launcher *L, int restart) {
+/* The reason the first failing rank of the job posted (lt_pg_post_failure)
+ * for this restart: its rank, or -1 with none (or no store to ask). */
+static int first_failure(launcher *L, int restart, char *text, size_t n) {
     if (!L->client) { /* quietly: a store that is gone has nothing to say */
         char err[256];
         if (lt_store_connect(L->store_host, L->port, L->token[0] ? L->token : NULL, 2000, &L->client, err,
                              sizeof err) != LT_OK) {
             L->client = NULL;
-            return;
+            return -1;
         }
     }
     lt_store_set_timeout(L->client, 2000);
@@ -515,12 +537,40 @@ void launcher_first_failure(launcher *L, int restart) {
     snprintf(key, sizeof key, LT_FAILURE_KEY "%d", restart);
     void *v = NULL;
     size_t len = 0;
-    if (lt_store_try_get(L->client, key, &v, &len) != LT_OK) return;
-    char text[1100];
-    snprintf(text, sizeof text, "%.*s", (int)len, (char *)v);
+    if (lt_store_try_get(L->client, key, &v, &len) != LT_OK) return -1;
+    char buf[1100];
+    snprintf(buf, sizeof buf, "%.*s", (int)len, (char *)v);
     free(v);
-    char *tab = strchr(text, '\t');
-    if (tab) launcher_say("the first failure: rank %d: %s", atoi(text), tab + 1);
+    char *tab = strchr(buf, '\t');
+    if (!tab) return -1;
+    snprintf(text, n, "%s", tab + 1);
+    return atoi(buf);
+}
+
+void launcher_report(launcher *L, const outcome *o, int restart) {
+    char first[1100];
+    int r = first_failure(L, restart, first, sizeof first);
+    int local = r - L->node_rank * L->nproc;
+    /* The job's first failure is one of ours and it said why itself: that
+     * rank is the one to name (the others here most likely failed because
+     * it did), in one line. A rank that left no words (stopped, killed)
+     * is named by the one that saw it go, in the lines below. */
+    bool ours = local >= 0 && local < L->nproc && !L->w[local].alive;
+    const char *words = ours ? worker_words(L, local) : NULL;
+    if (words) {
+        lt_status_slot at = L->slots[local];
+        int st = L->w[local].status;
+        bool stopped = local != o->local && WIFSIGNALED(st) &&
+                       (WTERMSIG(st) == SIGTERM || WTERMSIG(st) == SIGKILL);
+        report_worker(L, local, st, &at, o->others, words, stopped);
+        return;
+    }
+    const char *mine = worker_words(L, o->local);
+    report_worker(L, o->local, o->status, &o->at, o->others, mine, false);
+    /* Said last, so it is the line a user reads first; not again when the
+     * rank just named already quoted it ("rank 0 failed: <reason>"). */
+    if (r >= 0 && !(mine && strstr(mine, first)))
+        launcher_say("the first failure: rank %d: %s", r, first);
 }
 
 /* The checkpoint a restart resumes from: this launch's last.safetensors
@@ -652,15 +702,14 @@ static int fixed_job(launcher *L, int cores) {
             rc = 128 + o.signo;
             break;
         }
-        launcher_report(L, &o);
-        launcher_first_failure(L, restart);
+        launcher_report(L, &o, restart);
         /* The worker's own rule (main.c): 2 when it refused its input, so a
          * script sees the same status with one process or many; a rank
          * killed by a signal is a lost rank, 1, as torchrun reports it. */
         rc = launcher_refused(o.status) ? EXIT_REFUSED : 1;
         if (restart >= info->max_restarts) break;
         if (launcher_cannot_cure(&o)) {
-            launcher_say("not restarting (launcher.max_restarts = %d): rank %d %s, which a restart would repeat; fix the error it printed above",
+            launcher_say("not restarting (launcher.max_restarts = %d): rank %d %s, which a restart would repeat; fix the error above",
                 info->max_restarts, info->node_rank * L->nproc + o.local,
                 WEXITSTATUS(o.status) == EXIT_NO_EXEC ? "could not be executed"
                                                       : "refused its configuration or input (exit status 2)");

@@ -84,8 +84,11 @@ void launcher_supervise(launcher *L, outcome *o);
  * signal, 0 for a child's exit or the timeout. */
 int launcher_wait_signal(launcher *L, double timeout_s);
 void launcher_stop_group(launcher *L, int first_sig);
-void launcher_report(launcher *L, const outcome *o);
-void launcher_first_failure(launcher *L, int restart);
+/* Says why the group failed (o: the failure the supervisor saw first),
+ * after asking the store for the job's first failure of this restart: one
+ * line, "error: rank N: <its words> [how it ended]", when that rank is
+ * local; else o's rank, then the first failure's line, last. */
+void launcher_report(launcher *L, const outcome *o, int restart);
 bool launcher_cannot_cure(const outcome *o);
 bool launcher_refused(int status);
 

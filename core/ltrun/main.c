@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "args.h"
+#include "dist/launch.h"
 #include "launcher.h"
 #include "lt/trainer.h"
 #include "trainer/model_check.h"
@@ -36,6 +37,14 @@ static int exit_status(lt_status st) {
     }
 }
 
+/* A fatal error: a worker ltrun started hands it to ltrun, which says it
+ * once, naming the rank and how far it got (launcher.c); any other process
+ * prints it. */
+static void say_error(const char *text) {
+    if (getenv("LT_STATUS_FD") && lt_status_slot_post_error(text)) return;
+    fprintf(stderr, "ltrun: error: %s\n", text);
+}
+
 static int run_stages(lt_trainer *t, const ltrun_args *a) {
     lt_status st = LT_OK;
     if (a->ckpt_path) st = lt_trainer_set_ckpt_path(t, a->ckpt_path);
@@ -49,7 +58,7 @@ static int run_stages(lt_trainer *t, const ltrun_args *a) {
         }
     }
     if (st != LT_OK) {
-        fprintf(stderr, "ltrun: error: %s\n", lt_trainer_error(t));
+        say_error(lt_trainer_error(t));
         return exit_status(st);
     }
     return 0;
@@ -74,7 +83,7 @@ int main(int argc, char **argv) {
     lt_trainer *t;
     lt_status st = lt_trainer_new(&ta, &t, err, sizeof err);
     if (st != LT_OK) {
-        fprintf(stderr, "ltrun: error: %s\n", err);
+        say_error(err);
         ltrun_args_free(&a);
         return exit_status(st);
     }
@@ -87,7 +96,7 @@ int main(int argc, char **argv) {
     lt_launch_info info; /* --nnodes, --node-rank, --rdzv-endpoint: judged for any run */
     st = lt_trainer_launch_info(t, &info);
     if (st != LT_OK) {
-        fprintf(stderr, "ltrun: error: %s\n", lt_last_error(NULL));
+        say_error(lt_last_error(NULL));
         lt_trainer_free(t);
         ltrun_args_free(&a);
         return exit_status(st);
@@ -101,7 +110,7 @@ int main(int argc, char **argv) {
         st = lt_trainer_check_model(t);
         if (st == LT_OK) st = lt_trainer_check_ckpt(t, a.ckpt_path, !a.validate_only && !a.test_only);
         if (st != LT_OK) {
-            fprintf(stderr, "ltrun: error: %s\n", lt_trainer_error(t));
+            say_error(lt_trainer_error(t));
             lt_trainer_free(t);
             ltrun_args_free(&a);
             return exit_status(st);

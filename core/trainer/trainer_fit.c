@@ -379,6 +379,9 @@ lt_status lt_trainer_fit(lt_trainer *t) {
          * it) is posted first, so its peers report it instead of the
          * closed connection they see. */
         if (!lt_pg_failed(r->default_pg)) lt_pg_post_failure(r->default_pg, r->error);
+        /* ltrun stops the other ranks as soon as one exits, so this rank
+         * may not live to return its error to main: the slot gets it now. */
+        if (r->status_slot) lt_status_slot_set_error(r->status_slot, r->error);
         lt_pg_abort(r->default_pg);
     }
     /* What a failed run logged up to its failure is kept (after the abort:

@@ -6,7 +6,9 @@
 # holds values lt never writes is one).
 #   a. labels outside the classes (a label file of 200s): refused when the
 #      file is read (data.num_classes), before any step; with num_classes
-#      raised past them, the loss still refuses them (its own check)
+#      raised past them, the loss still refuses them (its own check); under
+#      ddp x 2, where both ranks refuse the file, ltrun says it once, in
+#      the line that names the rank (the workers hand it their error)
 #   b. a training set with no batches (limit_train_batches = 0, max_epochs -1)
 #   c. checkpoint.dirpath below a regular file: refused before any training
 #   d. a checkpoint whose lt.seed or lt.epoch metadata was tampered with
@@ -47,6 +49,12 @@ fails_with labels 2 "$SAYS" "${BASE[@]}" --set data.dir="$D" --set data.val_spli
     --batch-size 10 --max-steps 5 --set trainer.num_sanity_val_steps=0
 check "labels: one error line, from reading the data, not from a training step" bash -c \
     "[ \$(grep -c . '$IT_TMP/labels.err') -eq 1 ] && ! grep -q training_step '$IT_TMP/labels.err'"
+fails_with labels_ddp 2 "$SAYS" "${BASE[@]}" --set data.dir="$D" --set data.val_split=10 \
+    --batch-size 10 --max-steps 5 --set trainer.num_sanity_val_steps=0 --strategy ddp --devices 2
+check "labels_ddp: one line on stderr, naming the rank, its words, then how it ended" bash -c \
+    "[ \$(grep -c . '$IT_TMP/labels_ddp.err') -eq 1 ] && grep -qE \
+    '^ltrun: error: rank [01] \\(host [^,]+, pid [0-9]+\\): .*sample 0 has label 200.* \\[(exited with status 2|failed) during setup' \
+    '$IT_TMP/labels_ddp.err'"
 fails_with labels256 2 "label 200 in row 0" "${BASE[@]}" --set data.dir="$D" \
     --set data.val_split=10 --batch-size 10 --max-steps 5 --set trainer.num_sanity_val_steps=0 \
     --set data.num_classes=256

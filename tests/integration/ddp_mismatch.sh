@@ -28,7 +28,7 @@ probe() { # probe MODE EPOCHS
     check "$1: the error says the ranks disagree" contains "$err" "disagree"
     check "$1: the error names rank 0" contains "$err" "disagree.*rank 0"
     check "$1: the error names rank 1" contains "$err" "disagree.*rank 1"
-    check "$1: ltrun says which rank failed" contains "$err" "^ltrun: rank [01] (host"
+    check "$1: ltrun says which rank failed" contains "$err" "^ltrun: \(error: \)\?rank [01] (host"
 }
 
 probe extra 1

@@ -28,7 +28,7 @@ echo "  node 1 exited with $RC after $MS ms:"; show_tail "$IT_TMP/t1.err" 3
 check "node 1 exits non-zero" [ "$RC" -gt 0 ]
 check "node 1 says the store refused its token" contains "$IT_TMP/t1.err" "refused the token"
 check "node 1 says LT_RDZV_TOKEN is the fix" contains "$IT_TMP/t1.err" "LT_RDZV_TOKEN"
-check "node 1 names the failed rank" contains "$IT_TMP/t1.err" "^ltrun: rank 1 (host"
+check "node 1 names the failed rank" contains "$IT_TMP/t1.err" "^ltrun: \(error: \)\?rank 1 (host"
 wait_exit $N0 20000
 echo "  node 0 exited with $RC after a further $MS ms:"; show_tail "$IT_TMP/t0.err" 2
 check "node 0 gives up too, non-zero" [ "$RC" -gt 0 ]
@@ -97,5 +97,5 @@ for how in workers launcher; do
     check "$how: says the store could not be reached, naming it" \
         contains "$IT_TMP/unreach-$how.err" "could not reach the rendezvous store at 127.0.0.1:$P within 3 s"
 done
-check "workers: ltrun names the failed rank" contains "$IT_TMP/unreach-workers.err" "^ltrun: rank 1 (host.*\(during setup\|before its first step\)"
+check "workers: ltrun names the failed rank" contains "$IT_TMP/unreach-workers.err" "^ltrun: \(error: \)\?rank 1 (host.*\(during setup\|before its first step\)"
 it_finish
