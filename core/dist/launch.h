@@ -41,8 +41,10 @@ typedef struct lt_status_slot {
     int64_t epoch;
     int32_t pid;
     int32_t phase;          /* LT_PHASE_* */
-    int32_t error_set;      /* 1 once `error` holds the worker's fatal error (release store) */
-    char pad[36];
+    int32_t error_set;      /* 1 once `error` and error_status hold the worker's fatal error
+                               (release store) */
+    int32_t error_status;   /* its lt_status: ltrun exits as the worker would have */
+    char pad[32];
     char error[LT_STATUS_SLOT_BYTES - 64]; /* NUL-terminated, cut to fit */
 } lt_status_slot;
 _Static_assert(sizeof(lt_status_slot) == LT_STATUS_SLOT_BYTES, "status slot layout");
@@ -55,12 +57,12 @@ enum { LT_PHASE_START = 0, LT_PHASE_SETUP = 1, LT_PHASE_TRAIN = 2, LT_PHASE_DONE
 /* Worker side: maps the slot named by LT_STATUS_FD/LOCAL_RANK (NULL when not launched by ltrun). */
 lt_status_slot *lt_status_slot_attach(void);
 
-/* Worker side: puts text in s->error (cut to fit) and sets error_set. */
-void lt_status_slot_set_error(lt_status_slot *s, const char *text);
+/* Worker side: puts st and text (cut to fit) in s, then sets error_set. */
+void lt_status_slot_set_error(lt_status_slot *s, lt_status st, const char *text);
 
 /* Worker side: hands this process's fatal error to ltrun, which prints it
  * (true); false when ltrun did not start this process (print it yourself).
  * Called once, as the worker gives up; ltrun reads it after the exit. */
-bool lt_status_slot_post_error(const char *text);
+bool lt_status_slot_post_error(lt_status st, const char *text);
 
 #endif

@@ -17,14 +17,15 @@ lt_status_slot *lt_status_slot_attach(void) {
     return s;
 }
 
-void lt_status_slot_set_error(lt_status_slot *s, const char *text) {
+void lt_status_slot_set_error(lt_status_slot *s, lt_status st, const char *text) {
+    s->error_status = (int32_t)st;
     snprintf(s->error, sizeof s->error, "%s", text && *text ? text : "(no message)");
     __atomic_store_n(&s->error_set, 1, __ATOMIC_RELEASE);
 }
 
-bool lt_status_slot_post_error(const char *text) {
+bool lt_status_slot_post_error(lt_status st, const char *text) {
     lt_status_slot *s = lt_status_slot_attach();
     if (!s) return false;
-    lt_status_slot_set_error(s, text);
+    lt_status_slot_set_error(s, st, text);
     return true; /* the mapping goes with the process */
 }

@@ -3,6 +3,7 @@
 #define LTRUN_ARGS_H
 
 #include <stdbool.h>
+#include "lt/abi.h"
 
 #define LTRUN_MAX 256
 
@@ -10,6 +11,9 @@
  * failure a rerun might not repeat, 2 refused: the same input fails the same
  * way every time, so the launcher does not restart it. */
 #define EXIT_REFUSED 2
+/* The exit status for a failure (main.c): EXIT_REFUSED for input that does
+ * not work, 1 for anything else; the launcher uses it for the rank it names. */
+int ltrun_exit_status(lt_status st);
 
 typedef struct ltrun_args {
     const char *config;

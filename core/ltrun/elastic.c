@@ -697,7 +697,7 @@ static int meet(elastic *E) {
 /* After this node's worker failed: the first failure of the round counts
  * one restart for the job. Returns the exit status to give up with, or 0
  * to rejoin. */
-static int after_failure(elastic *E, const outcome *o) {
+static int after_failure(elastic *E, outcome *o) {
     launcher *L = E->L;
     const lt_launch_info *in = E->in;
     char k[300], why[600];

@@ -494,8 +494,8 @@ static const char *worker_words(launcher *L, int local) {
 static void report_worker(launcher *L, int local, int st, const lt_status_slot *at, int others,
                           const char *words, bool stopped_by_us) {
     char how[160], where[160];
-    if (words && stopped_by_us) {
-        snprintf(how, sizeof how, "failed");
+    if (words && stopped_by_us) { /* the status it would have exited with */
+        snprintf(how, sizeof how, "failed (status %d)", WEXITSTATUS(st));
     } else if (WIFSIGNALED(st)) {
         const char *d = strsignal(WTERMSIG(st));
         snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(st), d ? d : "?");
@@ -547,7 +547,7 @@ static int first_failure(launcher *L, int restart, char *text, size_t n) {
     return atoi(buf);
 }
 
-void launcher_report(launcher *L, const outcome *o, int restart) {
+void launcher_report(launcher *L, outcome *o, int restart) {
     char first[1100];
     int r = first_failure(L, restart, first, sizeof first);
     int local = r - L->node_rank * L->nproc;
@@ -558,11 +558,17 @@ void launcher_report(launcher *L, const outcome *o, int restart) {
     bool ours = local >= 0 && local < L->nproc && !L->w[local].alive;
     const char *words = ours ? worker_words(L, local) : NULL;
     if (words) {
-        lt_status_slot at = L->slots[local];
         int st = L->w[local].status;
         bool stopped = local != o->local && WIFSIGNALED(st) &&
                        (WTERMSIG(st) == SIGTERM || WTERMSIG(st) == SIGKILL);
-        report_worker(L, local, st, &at, o->others, words, stopped);
+        /* From here on the outcome is this rank's, with the status it
+         * exited with or would have (its error's), so ltrun's exit status
+         * and the restart rule follow the failure it names. */
+        if (stopped) st = W_EXITCODE(ltrun_exit_status((lt_status)L->slots[local].error_status), 0);
+        o->local = local;
+        o->status = st;
+        o->at = L->slots[local];
+        report_worker(L, local, st, &o->at, o->others, words, stopped);
         return;
     }
     const char *mine = worker_words(L, o->local);

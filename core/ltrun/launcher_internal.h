@@ -87,8 +87,9 @@ void launcher_stop_group(launcher *L, int first_sig);
 /* Says why the group failed (o: the failure the supervisor saw first),
  * after asking the store for the job's first failure of this restart: one
  * line, "error: rank N: <its words> [how it ended]", when that rank is
- * local; else o's rank, then the first failure's line, last. */
-void launcher_report(launcher *L, const outcome *o, int restart);
+ * local and left its words (o is then made that rank's outcome); else o's
+ * rank, then the first failure's line, last. */
+void launcher_report(launcher *L, outcome *o, int restart);
 bool launcher_cannot_cure(const outcome *o);
 bool launcher_refused(int status);
 

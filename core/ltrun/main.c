@@ -22,7 +22,7 @@
  *   1  anything else: data or I/O errors, timeouts, a lost rank.
  * ltrun's flag parser returns 2 itself (args.c); EXIT_REFUSED is in args.h. */
 
-static int exit_status(lt_status st) {
+int ltrun_exit_status(lt_status st) {
     switch (st) {
     case LT_ERR_INVALID:     /* a value or input that does not work */
     case LT_ERR_NOT_FOUND:   /* a plugin, file or device that is not there */
@@ -40,8 +40,8 @@ static int exit_status(lt_status st) {
 /* A fatal error: a worker ltrun started hands it to ltrun, which says it
  * once, naming the rank and how far it got (launcher.c); any other process
  * prints it. */
-static void say_error(const char *text) {
-    if (getenv("LT_STATUS_FD") && lt_status_slot_post_error(text)) return;
+static void say_error(lt_status st, const char *text) {
+    if (getenv("LT_STATUS_FD") && lt_status_slot_post_error(st, text)) return;
     fprintf(stderr, "ltrun: error: %s\n", text);
 }
 
@@ -58,8 +58,8 @@ static int run_stages(lt_trainer *t, const ltrun_args *a) {
         }
     }
     if (st != LT_OK) {
-        say_error(lt_trainer_error(t));
-        return exit_status(st);
+        say_error(st, lt_trainer_error(t));
+        return ltrun_exit_status(st);
     }
     return 0;
 }
@@ -83,9 +83,9 @@ int main(int argc, char **argv) {
     lt_trainer *t;
     lt_status st = lt_trainer_new(&ta, &t, err, sizeof err);
     if (st != LT_OK) {
-        say_error(err);
+        say_error(st, err);
         ltrun_args_free(&a);
-        return exit_status(st);
+        return ltrun_exit_status(st);
     }
     if (a.print_config) {
         lt_trainer_print_config(t, stdout);
@@ -96,10 +96,10 @@ int main(int argc, char **argv) {
     lt_launch_info info; /* --nnodes, --node-rank, --rdzv-endpoint: judged for any run */
     st = lt_trainer_launch_info(t, &info);
     if (st != LT_OK) {
-        say_error(lt_last_error(NULL));
+        say_error(st, lt_last_error(NULL));
         lt_trainer_free(t);
         ltrun_args_free(&a);
-        return exit_status(st);
+        return ltrun_exit_status(st);
     }
     /* What a run would refuse before training, judged once here: by --check,
      * and before ltrun starts workers, so a bad model parameter or
@@ -110,10 +110,10 @@ int main(int argc, char **argv) {
         st = lt_trainer_check_model(t);
         if (st == LT_OK) st = lt_trainer_check_ckpt(t, a.ckpt_path, !a.validate_only && !a.test_only);
         if (st != LT_OK) {
-            say_error(lt_trainer_error(t));
+            say_error(st, lt_trainer_error(t));
             lt_trainer_free(t);
             ltrun_args_free(&a);
-            return exit_status(st);
+            return ltrun_exit_status(st);
         }
     }
     if (a.check_only) {

@@ -35,6 +35,10 @@ static void fill_tensor(lt_st_tensor *t, const char *name, const lt_param *p, lt
 
 lt_status lt_checkpoint_save(lt_trainer *t, const char *path) {
     lt_run *r = &t->run;
+    if (!t->earlier_kept) { /* the first save of this trainer: an earlier run's files move aside */
+        LT_CHECK(lt_checkpoint_keep_earlier(t));
+        t->earlier_kept = true;
+    }
     lt_model *m = r->model;
     lt_dtype dt = lt_model_opt_dtype(m); /* the master parameters under mixed precision */
     size_t bytes = m->total * lt_dtype_size(dt);

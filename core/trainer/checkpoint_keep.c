@@ -1,9 +1,22 @@
-/* A new run that finds an earlier run's last.safetensors / best.safetensors
+/* The checkpoint directory is one run's at a time, and what an earlier run
+ * left there is kept.
+ *
+ * A fit claims checkpoint.dirpath before it writes or cleans anything there:
+ * an open file description lock on <dirpath>/.lt-run.lock, held until the
+ * trainer is freed (the kernel drops it when the process dies, so a killed
+ * run leaves no stale claim, and ltrun's restarts and elastic rounds take it
+ * again). A second run in the same directory would rename the first run's
+ * live last.safetensors away and overwrite it, or delete its temp files:
+ * it is refused instead, naming the holder. Creating the lock file also
+ * shows a directory lt cannot write into at start, not after an epoch.
+ *
+ * A new run that finds an earlier run's last.safetensors / best.safetensors
  * where it will save its own keeps them, renamed to the lowest free
- * last-vN / best-vN (one N for the pair), before it trains. The names
- * without a suffix then always belong to the newest run, which is what
- * --ckpt-path last/best, ltrun's restarts, elastic rounds and a requeued
- * SLURM job read; Lightning's ModelCheckpoint keeps the older file too (it
+ * last-vN / best-vN (one N for the pair), just before its first save: a run
+ * that fails before it saves anything leaves them where --ckpt-path last
+ * finds them. The names without a suffix then always belong to the newest
+ * run that saved, which is what --ckpt-path last/best, ltrun's restarts,
+ * elastic rounds and a requeued SLURM job read; Lightning's ModelCheckpoint keeps the older file too (it
  * versions the newer name instead, a choice lt cannot copy without breaking
  * those readers). A run resuming from one of these plain files continues
  * it and overwrites as before; one resuming from last-vN keeps them. Only
@@ -14,6 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "trainer_internal.h"
 
 /* Anything at that name, a dangling symlink too: never renamed over. */
@@ -72,4 +86,48 @@ lt_status lt_checkpoint_keep_earlier(lt_trainer *t) {
     }
     printf("lt: %s held an earlier run's checkpoints: kept %s (resume one with --ckpt-path)\n", dir, kept);
     return LT_OK;
+}
+
+lt_status lt_checkpoint_claim_dir(lt_trainer *t) {
+    lt_run *r = &t->run;
+    if (!t->opt.ckpt.enabled || r->world.global_rank != 0 || t->ckpt_lock_fd > 0) return LT_OK;
+    const char *dir = t->opt.ckpt.dir;
+    const char *key = "checkpoint.dirpath (or trainer.default_root_dir)";
+    LT_CHECK(lt_mkdirs(r, dir, key));
+    char path[1200];
+    snprintf(path, sizeof path, "%s/.lt-run.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        bool config = e == EACCES || e == EPERM || e == EROFS;
+        return lt_run_fail(r, config ? LT_ERR_INVALID : LT_ERR_IO,
+                           "cannot write into the checkpoint directory %s (creating %s: %s); set %s "
+                           "to a writable place", dir, path, strerror(e), key);
+    }
+    struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(fd, F_OFD_SETLK, &lk) != 0) {
+        int e = errno;
+        char who[200] = "";
+        ssize_t n = e == EAGAIN || e == EACCES ? pread(fd, who, sizeof who - 1, 0) : -1;
+        close(fd);
+        if (n < 0) /* a file system without these locks: no claim, as before */
+            return LT_OK;
+        who[n] = 0;
+        who[strcspn(who, "\n")] = 0;
+        return lt_run_fail(r, LT_ERR_INVALID,
+                           "checkpoint directory %s is in use by another run (%s); wait for it to "
+                           "end, or give this run its own trainer.default_root_dir or "
+                           "checkpoint.dirpath", dir, who[0] ? who : "holder unknown");
+    }
+    char host[128] = "?", who[200];
+    gethostname(host, sizeof host - 1);
+    int n = snprintf(who, sizeof who, "pid %d on host %s\n", (int)getpid(), host);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, who, (size_t)n, 0) != n) { /* only for the message */ }
+    t->ckpt_lock_fd = fd + 1; /* 0: none (a calloc'd trainer) */
+    return LT_OK;
+}
+
+void lt_checkpoint_release_dir(lt_trainer *t) {
+    if (t->ckpt_lock_fd > 0) close(t->ckpt_lock_fd - 1);
+    t->ckpt_lock_fd = 0;
 }

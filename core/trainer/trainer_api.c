@@ -58,6 +58,7 @@ void lt_trainer_free(lt_trainer *t) {
     lt_dataset_destroy(&t->test_ds);
     lt_dataset_destroy(&t->train_base);
     lt_run_teardown_strategy(r);
+    lt_checkpoint_release_dir(t);
     /* Whatever setup got to is undone, also after it failed half-way. */
     if (r->module.loaded && r->module_started && LT_MOD(r)->teardown &&
         LT_MOD(r)->teardown(&r->module.ctx) != LT_OK)

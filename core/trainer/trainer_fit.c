@@ -301,9 +301,10 @@ static lt_status run_fit(lt_trainer *t) {
     LT_CHECK(lt_trainer_setup_worker(t));
     if (t->ckpt_fresh && r->world.global_rank == 0)
         printf("lt: --ckpt-path last: no %s/last.safetensors yet; training starts fresh\n", t->opt.ckpt.dir);
-    /* Before this run writes there: temp files of killed writers go now. */
+    /* Claimed before anything there is touched; then temp files of killed
+     * writers go. An earlier run's last/best are kept at the first save. */
+    LT_CHECK(lt_checkpoint_claim_dir(t));
     if (t->opt.ckpt.enabled) lt_checkpoint_clean_temps(t, NULL);
-    LT_CHECK(lt_checkpoint_keep_earlier(t));
     if (t->ckpt_path[0]) LT_CHECK(lt_checkpoint_load(t, t->ckpt_path, true));
     LT_CHECK(lt_logdir_prepare(t));
     int64_t nb = train_batches(t);
@@ -321,9 +322,6 @@ static lt_status run_fit(lt_trainer *t) {
                            "trainer.limit_train_batches", t->ckpt_path, (long long)r->batch_in_epoch,
                            (long long)nb);
     LT_CHECK(lt_monitor_check(t, nb));
-    /* A checkpoint directory that cannot be made fails now, not after an epoch. */
-    if (t->opt.ckpt.enabled && r->world.global_rank == 0)
-        LT_CHECK(lt_mkdirs(r, t->opt.ckpt.dir, "checkpoint.dirpath (or trainer.default_root_dir)"));
     /* The last, partial accumulation window of an epoch steps too. */
     r->optim.steps_per_epoch = (nb + r->accumulate - 1) / r->accumulate;
     r->optim.total_steps = t->opt.loop.max_steps >= 0 ? t->opt.loop.max_steps : r->optim.steps_per_epoch * t->opt.loop.max_epochs;
@@ -381,7 +379,7 @@ lt_status lt_trainer_fit(lt_trainer *t) {
         if (!lt_pg_failed(r->default_pg)) lt_pg_post_failure(r->default_pg, r->error);
         /* ltrun stops the other ranks as soon as one exits, so this rank
          * may not live to return its error to main: the slot gets it now. */
-        if (r->status_slot) lt_status_slot_set_error(r->status_slot, r->error);
+        if (r->status_slot) lt_status_slot_set_error(r->status_slot, st, r->error);
         lt_pg_abort(r->default_pg);
     }
     /* What a failed run logged up to its failure is kept (after the abort:

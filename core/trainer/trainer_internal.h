@@ -27,6 +27,8 @@ struct lt_trainer {
     char log_dir[1024];      /* <root>/lt_logs/version_N, rank 0 */
     char ckpt_path[1024];    /* resume from here (--ckpt-path); "last"/"best" until a loop resolves it */
     bool ckpt_fresh;         /* --ckpt-path last found no checkpoint: fit starts fresh */
+    int ckpt_lock_fd;        /* checkpoint.dirpath's lock file + 1; 0: not claimed */
+    bool earlier_kept;       /* lt_checkpoint_keep_earlier ran (before the first save) */
     double best_score;
     bool has_best;
     double sample_rate;      /* last epoch's samples/s */
@@ -109,10 +111,16 @@ lt_status lt_checkpoint_read_meta(const struct lt_st_file *f, const char *path, 
  * when `warn`. */
 lt_status lt_checkpoint_check_model(lt_trainer *t, const char *path, const lt_ckpt_meta *m,
                                     bool warn);
-/* checkpoint_keep.c: before a fit that does not resume from checkpoint.dirpath's
- * last or best itself, renames them to the lowest free last-vN/best-vN
- * (rank 0 only). */
+/* checkpoint_keep.c: before the first save of a fit that does not resume
+ * from checkpoint.dirpath's last or best itself, renames them to the
+ * lowest free last-vN/best-vN (rank 0 only). */
 lt_status lt_checkpoint_keep_earlier(lt_trainer *t);
+/* Rank 0 of a fit that saves: creates checkpoint.dirpath and claims it for
+ * this trainer (a lock file), refusing a directory another live run holds
+ * or one it cannot write into (LT_ERR_INVALID). Released by
+ * lt_checkpoint_release_dir (lt_trainer_free) or the process's end. */
+lt_status lt_checkpoint_claim_dir(lt_trainer *t);
+void lt_checkpoint_release_dir(lt_trainer *t);
 /* log_dir.c */
 /* mkdir -p; the error names `key`, the setting that chose the path. */
 lt_status lt_mkdirs(lt_run *r, const char *path, const char *key);

@@ -26,7 +26,15 @@
 #      them as last-v1 / best-v1 (byte for byte, one line saying so) and
 #      saves its own under the plain names; a third run keeps the second's
 #      as -v2; a run resuming from the directory's last overwrites it, one
-#      resuming from last-v1 keeps the plain ones as -v3.
+#      resuming from last-v1 keeps the plain ones as -v3;
+#   e. the directory is one run's at a time: a second run (one process, or
+#      ddp x 2) while another trains there is refused before it touches
+#      anything (2, one line naming the holder), and claims it once the
+#      holder is killed; a run that fails before its first save (a
+#      misspelt checkpoint.monitor) leaves the earlier run's last where
+#      --ckpt-path last resumes it; a checkpoint directory lt cannot write
+#      into (a read-only mount, as root) is refused at start, not after an
+#      epoch.
 source "$(dirname "$0")/common.sh"
 it_init checkpoint_faults "$@"
 command -v python3 >/dev/null || it_skip "no python3 to write weights-only files (scripts/install-deps.sh installs it)"
@@ -243,4 +251,45 @@ run_ltrun keep5 "${BASE[@]}" "${KEEP[@]}" --max-epochs 2 --ckpt-path "$K/checkpo
 check "keep5 (resumes from last-v1): exits 0" [ "$RC" -eq 0 ]
 check "keep5: the newest run's last is kept as last-v3, byte for byte" cmp -s "$IT_TMP/keep4.last" "$K/checkpoints/last-v3.safetensors"
 check "keep5: last.safetensors continues the first run (seed 1)" [ "$(meta "$K/checkpoints/last.safetensors" lt.seed)" = 1 ]
+
+echo "checkpoint_faults: e. one run at a time in a checkpoint directory"
+U=$IT_TMP/busy
+"$LTRUN" "${BASE[@]}" --max-epochs 1000 --set trainer.limit_train_batches=50 --default-root-dir "$U" \
+    >"$IT_TMP/holder.out" 2>&1 &
+HOLDER=$!
+IT_PIDS+=($HOLDER)
+for i in $(seq 100); do grep -q "^pid $HOLDER " "$U/checkpoints/.lt-run.lock" 2>/dev/null && break; sleep 0.1; done
+check "busy: the holder wrote its pid in the lock file" grep -q "^pid $HOLDER on host " "$U/checkpoints/.lt-run.lock"
+fails_with busy1 "checkpoint directory $U/checkpoints is in use by another run (pid $HOLDER on host " \
+    "${BASE[@]}" --max-epochs 1 --default-root-dir "$U"
+fails_with busy2 "is in use by another run (pid $HOLDER " "${BASE[@]}" --max-epochs 1 --default-root-dir "$U" \
+    --strategy ddp --devices 2
+check "busy2: one line on stderr" [ "$(grep -c . "$IT_TMP/busy2.err")" -eq 1 ]
+check "busy1: nothing trained" bash -c "! grep -q 'epoch 0 done' '$IT_TMP/busy1.out'"
+kill -9 $HOLDER; wait $HOLDER 2>/dev/null
+run_ltrun busy3 "${BASE[@]}" --max-epochs 1 --set trainer.limit_train_batches=5 --default-root-dir "$U"
+check "busy3: after the holder was killed, a run claims the directory (exit $RC)" [ "$RC" -eq 0 ]
+
+F=$IT_TMP/failfirst
+run_ltrun ff1 "${BASE[@]}" --max-epochs 1 --set trainer.limit_train_batches=5 --default-root-dir "$F"
+cp "$F/checkpoints/last.safetensors" "$IT_TMP/ff1.last"
+fails_with ff2 "val_accuracy" "${BASE[@]}" --max-epochs 1 --set trainer.limit_train_batches=5 \
+    --set checkpoint.monitor=val_accuracy --default-root-dir "$F"
+check "ff2: the earlier run's last is where it was, byte for byte" cmp -s "$IT_TMP/ff1.last" "$F/checkpoints/last.safetensors"
+check "ff2: nothing was moved aside" bash -c "! ls '$F/checkpoints' | grep -q -- '-v1'"
+run_ltrun ff3 "${BASE[@]}" --max-epochs 2 --set trainer.limit_train_batches=5 --ckpt-path last --default-root-dir "$F"
+check "ff3: --ckpt-path last resumes it (exit $RC)" bash -c "[ $RC -eq 0 ] && ! grep -q 'training starts fresh' '$IT_TMP/ff3.out'"
+check "ff3: and continues it (epoch 2)" [ "$(meta "$F/checkpoints/last.safetensors" lt.epoch)" = 2 ]
+
+RO=$IT_TMP/ro
+mkdir -p "$RO"
+if [ "$(id -u)" = 0 ] && mount -t tmpfs -o ro,size=64k tmpfs "$RO" 2>/dev/null; then
+    fails_with ro "cannot write into the checkpoint directory $RO (creating $RO/.lt-run.lock: Read-only file system)" \
+        "${BASE[@]}" --max-epochs 1 --set trainer.limit_train_batches=5 --set checkpoint.dirpath="$RO" \
+        --default-root-dir "$IT_TMP/ro_root"
+    check "ro: refused before any training" bash -c "! grep -q 'epoch 0 done' '$IT_TMP/ro.out'"
+    umount "$RO"
+else
+    echo "checkpoint_faults: e. read-only checkpoint directory skipped (needs root to mount a read-only tmpfs)"
+fi
 it_finish

@@ -7,6 +7,9 @@
 # workers hand their errors to ltrun (their status slots), and ltrun says
 # the first cause once: one line, naming rank 0, its words, and how it
 # ended.
+# Then ddp_spawn, whose launching process forks the ranks and says why the
+# job failed: it must name rank 0 with its own error, not rank 1 (often the
+# first to exit) quoting it.
 source "$(dirname "$0")/common.sh"
 it_init first_failure "$@"
 TINY="$IT_TMP/tiny"
@@ -26,6 +29,18 @@ check "every error line is rank 0's own or names it as the cause" \
 check "no false mismatch report" bash -c "! grep -q 'disagree' '$IT_TMP/full.err'"
 check "no bare closed connection as the reason" bash -c "! grep 'error:' '$IT_TMP/full.err' | grep -q 'closed its connection'"
 check "ltrun's last line is the first failure, rank 0's, with how it ended" \
-    bash -c "tail -n 1 '$IT_TMP/full.err' | grep -q '^ltrun: error: rank 0 (host .*No space left on device.*\[\(exited with status 1\|failed\) at step'"
+    bash -c "tail -n 1 '$IT_TMP/full.err' | grep -q '^ltrun: error: rank 0 (host .*No space left on device.*\[\(exited with status 1\|failed (status 1)\) at step'"
 check "the disk-full error is said once" [ "$(grep -c 'No space left on device' "$IT_TMP/full.err")" -eq 1 ]
+
+rm -rf "${TINY:?}"/*
+run_ltrun spawn "${BASE[@]}" --strategy ddp_spawn --devices 2 --set model.hidden=256 \
+    --set trainer.limit_train_batches=20 --max-epochs 3 --set checkpoint.dirpath="$TINY/ck" \
+    --default-root-dir "$IT_TMP/spawn"
+check "ddp_spawn: ltrun exits 1 ($RC)" [ "$RC" -eq 1 ]
+check "ddp_spawn: one error line" [ "$(grep -c 'error:' "$IT_TMP/spawn.err")" -eq 1 ]
+check "ddp_spawn: it names rank 0, with its own disk-full error" grep -q "^ltrun: error: \
+ddp_spawn: rank 0 (pid [0-9]*) exited with status 1: saving checkpoint: .*No space left" \
+    "$IT_TMP/spawn.err"
+check "ddp_spawn: not a peer's quote of it" \
+    bash -c "! grep -q 'rank 0 failed: ' '$IT_TMP/spawn.err'"
 it_finish
