@@ -49,6 +49,15 @@ lt_status lt_idx_dataset_open_cached(const char *images_path, const char *labels
                                      double std, int num_classes, const char *cache_dir,
                                      lt_dataset *out, char *err, size_t errlen);
 
+/* The path of IDX file `name` ("train-images-idx3-ubyte") in `dir` into
+ * out: "<dir>/<name>.gz" when that is there, else "<dir>/<name>" (plain,
+ * as gunzip and torchvision's raw/ leave it). Errors, one line in err that
+ * follows "data.dir = <dir> (<origin>): ": LT_ERR_INVALID when dir is not a
+ * directory (or the path is too long), LT_ERR_NOT_FOUND when neither name
+ * is there ("<dir>/<name>(.gz): not found; ..."). */
+lt_status lt_idx_find(const char *dir, const char *name, char *out, size_t outlen, char *err,
+                      size_t errlen);
+
 /* A view of samples [start, start + count) of `base`, renumbered from 0 (the
  * train/validation split: the last val_split samples of train validate).
  * The view borrows `base`: destroying the view never destroys the base, and

@@ -364,6 +364,39 @@ lt_status lt_idx_dataset_open(const char *images_path, const char *labels_path, 
                                       errlen);
 }
 
+/* ---- the files in data.dir ---------------------------------------------------- */
+
+/* lstat, so that a name that is there but cannot be used (a dangling link,
+ * a FIFO, no permission) is chosen and its open says why. */
+static bool idx_present(const char *path) {
+    struct stat sb;
+    return lstat(path, &sb) == 0 || errno != ENOENT;
+}
+
+lt_status lt_idx_find(const char *dir, const char *name, char *out, size_t outlen, char *err,
+                      size_t errlen) {
+    if (err && errlen) err[0] = 0;
+    if (!dir || !name || !out || !outlen)
+        return idx_fail(err, errlen, LT_ERR_INVALID, "idx files: NULL directory, name or output");
+    /* ENOTDIR: a file on the way (data.dir = afile/sub) */
+    struct stat sb;
+    int rc = stat(dir, &sb);
+    if ((rc == 0 && !S_ISDIR(sb.st_mode)) || (rc != 0 && errno == ENOTDIR))
+        return idx_fail(err, errlen, LT_ERR_INVALID,
+                        "not a directory; set data.dir to the folder holding the Fashion-MNIST "
+                        "files");
+    int w = snprintf(out, outlen, "%s/%s.gz", dir, name);
+    if (w < 0 || (size_t)w >= outlen)
+        return idx_fail(err, errlen, LT_ERR_INVALID,
+                        "%s/%s.gz: path too long (over %zu bytes); use a shorter data.dir", dir,
+                        name, outlen - 1);
+    if (idx_present(out)) return LT_OK;
+    snprintf(out, outlen, "%s/%s", dir, name); /* plain: as gunzip and torchvision leave it */
+    if (idx_present(out)) return LT_OK;
+    return idx_fail(err, errlen, LT_ERR_NOT_FOUND, "%s/%s(.gz): not found; %s", dir, name,
+                    NOT_FOUND_FIX);
+}
+
 /* ---- subset views ----------------------------------------------------------- */
 
 typedef struct subset_view {

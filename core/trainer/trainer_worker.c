@@ -223,6 +223,24 @@ static lt_status make_loader(lt_trainer *t, const lt_dataset *ds, int64_t batch,
     return LT_OK;
 }
 
+/* One split of data.dir ("train", "t10k"): each file gzip or plain
+ * (lt_idx_find); errors name the key, its origin and value. */
+static lt_status open_split(lt_trainer *t, const char *split, const char *cache, lt_dataset *out) {
+    lt_run *r = &t->run;
+    const lt_data_options *d = &t->opt.data;
+    char err[1024], name[64], img[1200], lab[1200];
+    snprintf(name, sizeof name, "%s-images-idx3-ubyte", split);
+    lt_status st = lt_idx_find(d->dir, name, img, sizeof img, err, sizeof err);
+    snprintf(name, sizeof name, "%s-labels-idx1-ubyte", split);
+    if (st == LT_OK) st = lt_idx_find(d->dir, name, lab, sizeof lab, err, sizeof err);
+    if (st == LT_OK)
+        st = lt_idx_dataset_open_cached(img, lab, d->mean, d->std, d->num_classes, cache, out, err,
+                                        sizeof err);
+    if (st != LT_OK)
+        return lt_run_fail(r, st, "data.dir = %s (%s): %s", d->dir, d->dir_origin, err);
+    return LT_OK;
+}
+
 /* Opens the datasets once per process: ddp_spawn opens them before forking so
  * the workers share the pages. */
 lt_status lt_trainer_open_data(lt_trainer *t) {
@@ -233,10 +251,7 @@ lt_status lt_trainer_open_data(lt_trainer *t) {
         lt_status st = LT_MOD(r)->setup_data(&r->module.ctx, LT_STAGE_FIT, &train, &val);
         if (st != LT_OK) return lt_run_hook_failed(r, &r->module, "setup_data", st);
     }
-    char err[1024], img[1200], lab[1200];
     const lt_data_options *d = &t->opt.data;
-    const char *dir = d->dir;
-    double mean = d->mean, std = d->std;
     if (train.iface) {
         t->train_ds = train;
         t->val_ds = val;
@@ -249,11 +264,7 @@ lt_status lt_trainer_open_data(lt_trainer *t) {
     }
     char cache_buf[600];
     const char *cache = lt_idx_cache_dir(d->cache_dir, cache_buf, sizeof cache_buf) ? cache_buf : NULL;
-    snprintf(img, sizeof img, "%s/train-images-idx3-ubyte.gz", dir);
-    snprintf(lab, sizeof lab, "%s/train-labels-idx1-ubyte.gz", dir);
-    lt_status st = lt_idx_dataset_open_cached(img, lab, mean, std, d->num_classes, cache,
-                                              &t->train_base, err, sizeof err);
-    if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s (%s): %s", dir, d->dir_origin, err);
+    LT_CHECK(open_split(t, "train", cache, &t->train_base));
     int64_t n = t->train_base.iface->length(t->train_base.self);
     int64_t nval = d->val_split;
     if (nval < 0 || nval >= n)
@@ -261,11 +272,7 @@ lt_status lt_trainer_open_data(lt_trainer *t) {
                            (long long)nval, (long long)n, (long long)n);
     lt_dataset_subset(&t->train_base, 0, n - nval, &t->train_ds);
     if (nval > 0) lt_dataset_subset(&t->train_base, n - nval, nval, &t->val_ds);
-    snprintf(img, sizeof img, "%s/t10k-images-idx3-ubyte.gz", dir);
-    snprintf(lab, sizeof lab, "%s/t10k-labels-idx1-ubyte.gz", dir);
-    st = lt_idx_dataset_open_cached(img, lab, mean, std, d->num_classes, cache, &t->test_ds, err,
-                                    sizeof err);
-    if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s: %s", dir, err);
+    LT_CHECK(open_split(t, "t10k", cache, &t->test_ds));
     t->data_open = true;
     return LT_OK;
 }

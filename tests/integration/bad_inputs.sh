@@ -22,6 +22,12 @@
 #      at teardown (SIGSEGV, exit 139)
 #   i. a FIFO where a data file or the checkpoint should be, and a directory
 #      as --ckpt-path: refused at once (2); the FIFOs used to block forever
+#   j. data.dir holding the four files gunzipped (as torchvision's raw/ has
+#      them): trains, its images cached like a gzip source's; only the .gz
+#      names used to be looked for ("not found", 2)
+#   k. data.dir naming a regular file: refused (2) with the fix; it used to
+#      exit 1 with "cannot open: Not a directory"; a data.dir without the
+#      files names both spellings, <name>(.gz)
 source "$(dirname "$0")/common.sh"
 it_init bad_inputs "$@"
 fails_with() { # fails_with LABEL STATUS NEEDLE args...: ltrun exits STATUS (any: non-zero), stderr has NEEDLE
@@ -53,7 +59,7 @@ fails_with labels_ddp 2 "$SAYS" "${BASE[@]}" --set data.dir="$D" --set data.val_
     --batch-size 10 --max-steps 5 --set trainer.num_sanity_val_steps=0 --strategy ddp --devices 2
 check "labels_ddp: one line on stderr, naming the rank, its words, then how it ended" bash -c \
     "[ \$(grep -c . '$IT_TMP/labels_ddp.err') -eq 1 ] && grep -qE \
-    '^ltrun: error: rank [01] \\(host [^,]+, pid [0-9]+\\): .*sample 0 has label 200.* \\[(exited with status 2|failed) during setup' \
+    '^ltrun: error: rank [01] \\(host [^,]+, pid [0-9]+\\): .*sample 0 has label 200.* \\[(exited with status 2|failed \\(status 2\\)) during setup' \
     '$IT_TMP/labels_ddp.err'"
 fails_with labels256 2 "label 200 in row 0" "${BASE[@]}" --set data.dir="$D" \
     --set data.val_split=10 --batch-size 10 --max-steps 5 --set trainer.num_sanity_val_steps=0 \
@@ -120,4 +126,30 @@ fails_with fifockpt 2 "ckpt.fifo: is not a regular file; name a .safetensors fil
     --max-steps 5 --ckpt-path "$IT_TMP/ckpt.fifo"
 fails_with dirckpt 2 "is a directory; name a .safetensors file" "${BASE[@]}" --max-steps 5 --ckpt-path "$IT_TMP"
 check "fifo, dir: refused within 20 s ($(( $(now_ms) - T0 )) ms)" [ $(( $(now_ms) - T0 )) -lt 20000 ]
+
+# j. the real files, gunzipped, under the names gunzip gives them
+P=$IT_TMP/plain
+mkdir -p "$P"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte \
+         t10k-labels-idx1-ubyte; do
+    gzip -dc "$DATA/$f.gz" >"$P/$f"
+done
+run_ltrun plain "${BASE[@]}" --data-dir "$P" --max-steps 3 --default-root-dir "$IT_TMP/plain" \
+    --set data.cache_dir="$IT_TMP/plain-cache"
+check "plain: trains on plain files (exit $RC)" [ "$RC" -eq 0 ]
+check "plain: no .gz file there" bash -c "! ls '$P'/*.gz 2>/dev/null"
+check "plain: the images cached (data.cache_dir)" \
+    bash -c "ls '$IT_TMP'/plain-cache/train-images-idx3-ubyte.* >/dev/null"
+
+# k. a regular file, and a folder without the files
+SAYS="data.dir = $IT_TMP/afile (--data-dir): not a directory; set data.dir to the folder"
+SAYS+=" holding the Fashion-MNIST files"
+fails_with filedir 2 "$SAYS" \
+    "${BASE[@]}" --data-dir "$IT_TMP/afile" --max-steps 3
+check "filedir: one error line" [ "$(grep -c . "$IT_TMP/filedir.err")" -eq 1 ]
+mkdir -p "$IT_TMP/nodata"
+SAYS="data.dir = $IT_TMP/nodata (--data-dir): $IT_TMP/nodata/train-images-idx3-ubyte(.gz):"
+SAYS+=" not found; install dataset-fashion-mnist or set data.dir"
+fails_with nodata 2 "$SAYS" \
+    "${BASE[@]}" --data-dir "$IT_TMP/nodata" --max-steps 3
 it_finish

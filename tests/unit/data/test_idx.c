@@ -453,6 +453,58 @@ static void test_missing(void) {
                 "dataset-fashion-mnist");
 }
 
+/* data.dir's files, each gzip or plain (lt_idx_find): <name>.gz first, then
+ * <name> as gunzip leaves it; a plain source works through the cache too. */
+static void test_find(void) {
+    char dir[512], out[1200], want[1200], cache[512];
+    tmp_path(dir, sizeof dir, "find");
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+    write_images("find/train-images-idx3-ubyte", true, SYN_N, (size_t)SYN_N * 784);
+    write_labels("find/train-labels-idx1-ubyte", true, SYN_N, SYN_N);
+    write_labels("find/train-labels-idx1-ubyte.gz", false, SYN_N, SYN_N);
+    CU_ASSERT_EQUAL(lt_idx_find(dir, "train-images-idx3-ubyte", out, sizeof out, err, sizeof err),
+                    LT_OK);
+    snprintf(want, sizeof want, "%s/train-images-idx3-ubyte", dir);
+    CU_ASSERT_STRING_EQUAL(out, want);
+    char lab[1200];
+    CU_ASSERT_EQUAL(lt_idx_find(dir, "train-labels-idx1-ubyte", lab, sizeof lab, err, sizeof err),
+                    LT_OK);
+    snprintf(want, sizeof want, "%s/train-labels-idx1-ubyte.gz", dir);
+    CU_ASSERT_STRING_EQUAL(lab, want);
+    /* plain images through the cache: an entry, the same samples */
+    tmp_path(cache, sizeof cache, "find-cache");
+    lt_dataset mem, cached;
+    CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open(out, lab, MEAN, STD, &mem, err, sizeof err), LT_OK);
+    CU_ASSERT_EQUAL_FATAL(lt_idx_dataset_open_cached(out, lab, MEAN, STD, 10, cache, &cached, err,
+                                                     sizeof err), LT_OK);
+    char entry[700];
+    CU_ASSERT_EQUAL_FATAL(lt_idx_cache_path(cache, out, entry, sizeof entry), LT_OK);
+    CU_ASSERT_EQUAL(access(entry, R_OK), 0);
+    check_synthetic(&cached);
+    expect_same_samples(&mem, &cached);
+    lt_dataset_destroy(&cached);
+    lt_dataset_destroy(&mem);
+    /* neither spelling: both named, one line */
+    CU_ASSERT_EQUAL(lt_idx_find(dir, "t10k-images-idx3-ubyte", out, sizeof out, err, sizeof err),
+                    LT_ERR_NOT_FOUND);
+    expect_msg("find/t10k-images-idx3-ubyte(.gz): not found", "or set data.dir");
+    /* a regular file as the directory, or a file on the way to it: refused */
+    tmp_path(out, sizeof out, "find/train-images-idx3-ubyte");
+    CU_ASSERT_EQUAL(lt_idx_find(out, "train-images-idx3-ubyte", want, sizeof want, err,
+                                sizeof err), LT_ERR_INVALID);
+    expect_msg(NULL, "not a directory; set data.dir to the folder holding the Fashion-MNIST files");
+    strcat(out, "/sub");
+    CU_ASSERT_EQUAL(lt_idx_find(out, "train-images-idx3-ubyte", want, sizeof want, err,
+                                sizeof err), LT_ERR_INVALID);
+    expect_msg(NULL, "not a directory");
+    /* a name that is there but unusable (a dangling link) is chosen: its open says why */
+    tmp_path(out, sizeof out, "find/t10k-labels-idx1-ubyte.gz");
+    CU_ASSERT_EQUAL(symlink("/nonexistent-lt-target", out), 0);
+    CU_ASSERT_EQUAL(lt_idx_find(dir, "t10k-labels-idx1-ubyte", want, sizeof want, err,
+                                sizeof err), LT_OK);
+    CU_ASSERT_STRING_EQUAL(want, out);
+}
+
 static void test_truncated_gzip_stream(void) {
     write_good_pair();
     char p[512];
@@ -829,6 +881,7 @@ int main(void) {
     CU_add_test(s, "real test split", test_real_test);
     CU_add_test(s, "gzip and plain files", test_gzip_and_plain);
     CU_add_test(s, "missing file", test_missing);
+    CU_add_test(s, "data.dir's files, gzip or plain", test_find);
     CU_add_test(s, "gzip cut mid-stream", test_truncated_gzip_stream);
     CU_add_test(s, "payload shorter than header", test_truncated_payload);
     CU_add_test(s, "bad magic", test_bad_magic);
