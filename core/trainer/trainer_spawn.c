@@ -14,7 +14,9 @@
 #include <unistd.h>
 #include "launch_info.h"
 #include "trainer_internal.h"
+#include "dist/process_group.h"
 #include "dist/store_server.h"
+#include "lt/store.h"
 
 #define RESULT_MAGIC 0x4c545253u /* "SRTL" */
 
@@ -24,14 +26,13 @@ typedef struct result_header {
     uint64_t nparams;
     uint32_t nmetrics;
     char error[2048];
+    /* Where rank 0 left the run, so the parent's validate/test log into the
+     * same version directory at the same step and epoch, as under ddp. */
+    int64_t global_step, epoch;
+    uint64_t nrows, csv_rows;
+    int32_t csv_columns;
+    char log_dir[1024];
 } result_header;
-
-typedef struct result_metric {
-    char name[LT_METRIC_NAME];
-    double step_value, epoch_value;
-    int32_t has_epoch, stage;
-    uint32_t flags;
-} result_metric;
 
 static void write_all(int fd, const void *p, size_t n) {
     const char *c = p;
@@ -68,16 +69,20 @@ static void child_main(lt_trainer *t, int rank, int fd) {
         if (!params || lt_trainer_params(t, params, np, NULL) != LT_OK) np = 0;
         h.nparams = np;
         h.nmetrics = (uint32_t)r->metrics.n;
+        h.global_step = r->global_step;
+        h.epoch = r->epoch;
+        h.nrows = r->metrics.nrows;
+        h.csv_rows = r->metrics.csv_rows;
+        h.csv_columns = r->metrics.csv_columns;
+        snprintf(h.log_dir, sizeof h.log_dir, "%s", t->log_dir);
     }
     write_all(fd, &h, sizeof h);
     if (np) write_all(fd, params, np * sizeof *params);
-    for (uint32_t i = 0; i < h.nmetrics; i++) {
-        const lt_metric *m = &r->metrics.m[i];
-        result_metric rm = {.step_value = m->step_value, .epoch_value = m->epoch_value,
-                            .has_epoch = m->has_epoch, .stage = m->stage, .flags = m->flags};
-        snprintf(rm.name, sizeof rm.name, "%s", m->name);
-        write_all(fd, &rm, sizeof rm);
-    }
+    free(params);
+    /* The metrics and their CSV rows as they are: the reader is a fork of
+     * this very program, so the structs have the same layout there. */
+    if (h.nmetrics) write_all(fd, r->metrics.m, h.nmetrics * sizeof *r->metrics.m);
+    if (h.nrows) write_all(fd, r->metrics.rows, h.nrows * sizeof *r->metrics.rows);
     fflush(stdout);
     fflush(stderr);
     _exit(st == LT_OK ? 0 : 1);
@@ -106,6 +111,9 @@ static void describe_exit(int status, char *buf, size_t len) {
         snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
 }
 
+/* Rank 0's results: its parameters (kept for adopt_results), and its
+ * metrics, CSV rows and log directory, which replace this process's own
+ * (rank 0 was forked from it, so they hold whatever it had logged before). */
 static lt_status read_result(lt_trainer *t, int fd, result_header *h) {
     lt_run *r = &t->run;
     off_t size = lseek(fd, 0, SEEK_END);
@@ -113,25 +121,40 @@ static lt_status read_result(lt_trainer *t, int fd, result_header *h) {
     void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return LT_ERR_IO;
     memcpy(h, p, sizeof *h);
-    size_t need = sizeof *h + h->nparams * sizeof(double) + h->nmetrics * sizeof(result_metric);
-    lt_status st = h->magic == RESULT_MAGIC && (size_t)size >= need ? LT_OK : LT_ERR_CORRUPT;
+    size_t msize = h->nmetrics * sizeof(lt_metric), rsize = h->nrows * sizeof(lt_metric_row);
+    size_t need = sizeof *h + h->nparams * sizeof(double) + msize + rsize;
+    lt_status st = h->magic == RESULT_MAGIC && (size_t)size >= need &&
+                   h->csv_rows <= h->nrows ? LT_OK : LT_ERR_CORRUPT;
+    const char *at = (const char *)p + sizeof *h;
     if (st == LT_OK && h->nparams) {
         t->spawn_params = malloc(h->nparams * sizeof(double));
         if (!t->spawn_params) st = LT_ERR_NOMEM;
         else {
-            memcpy(t->spawn_params, (char *)p + sizeof *h, h->nparams * sizeof(double));
+            memcpy(t->spawn_params, at, h->nparams * sizeof(double));
             t->spawn_nparams = h->nparams;
         }
     }
-    const result_metric *rm = (const result_metric *)((char *)p + sizeof *h + h->nparams * sizeof(double));
-    for (uint32_t i = 0; st == LT_OK && i < h->nmetrics; i++) {
-        lt_metrics_log(&r->metrics, rm[i].name, rm[i].step_value, 0, rm[i].flags);
-        lt_metric *m = &r->metrics.m[r->metrics.n - 1];
-        for (int k = 0; k < r->metrics.n; k++)
-            if (!strcmp(r->metrics.m[k].name, rm[i].name)) m = &r->metrics.m[k];
-        m->epoch_value = rm[i].epoch_value;
-        m->has_epoch = rm[i].has_epoch;
-        m->stage = rm[i].stage;
+    at += h->nparams * sizeof(double);
+    lt_metrics ms = {0};
+    if (st == LT_OK && msize) st = (ms.m = malloc(msize)) ? LT_OK : LT_ERR_NOMEM;
+    if (st == LT_OK && rsize) st = (ms.rows = malloc(rsize)) ? LT_OK : LT_ERR_NOMEM;
+    if (st == LT_OK) {
+        if (msize) memcpy(ms.m, at, msize);
+        if (rsize) memcpy(ms.rows, at + msize, rsize);
+        for (uint64_t i = 0; i < h->nrows; i++) /* CSV writing indexes the metrics with these */
+            if (ms.rows[i].metric < 0 || ms.rows[i].metric >= (int)h->nmetrics) st = LT_ERR_CORRUPT;
+    }
+    if (st == LT_OK) {
+        ms.n = ms.cap = (int)h->nmetrics;
+        ms.nrows = ms.rowcap = h->nrows;
+        /* metrics.csv holds these rows already: the next flush appends. */
+        ms.csv_rows = h->csv_rows;
+        ms.csv_columns = h->csv_columns;
+        lt_metrics_free(&r->metrics);
+        r->metrics = ms;
+        snprintf(t->log_dir, sizeof t->log_dir, "%.*s", (int)sizeof h->log_dir - 1, h->log_dir);
+    } else {
+        lt_metrics_free(&ms);
     }
     munmap(p, (size_t)size);
     return st;
@@ -167,7 +190,47 @@ static lt_status adopt_results(lt_trainer *t) {
     return st == LT_OK ? LT_OK : lt_run_hook_failed(r, &r->accel, "copy", st);
 }
 
-static lt_status supervise(lt_trainer *t, pid_t *pids, int *fds, int n) {
+/* The job's first failure as its rank posted it in the store this process
+ * hosts (lt_pg_post_failure): that rank, with its reason in text, or -1
+ * when none was posted or the store cannot be read. */
+static int posted_failure(int port, char *text, size_t n) {
+    lt_store *s = NULL;
+    char err[256];
+    if (lt_store_connect("127.0.0.1", port, NULL, 2000, &s, err, sizeof err) != LT_OK) return -1;
+    lt_store_set_timeout(s, 2000);
+    const char *gen = getenv("LT_RESTART_COUNT"); /* the key lt_pg_post_failure used */
+    char key[64], buf[1100];
+    snprintf(key, sizeof key, LT_FAILURE_KEY "%s", gen && *gen ? gen : "0");
+    void *v = NULL;
+    size_t len = 0;
+    lt_status st = lt_store_try_get(s, key, &v, &len);
+    lt_store_close(s);
+    if (st != LT_OK) return -1;
+    snprintf(buf, sizeof buf, "%.*s", (int)len, (char *)v);
+    free(v);
+    char *tab = strchr(buf, '\t');
+    if (!tab) return -1;
+    snprintf(text, n, "%s", tab + 1);
+    return atoi(buf);
+}
+
+/* Waits up to secs for pid to exit on its own; true (with its status) if it did. */
+static bool wait_exit(pid_t pid, double secs, int *status) {
+    double deadline = lt_now() + secs;
+    for (;;) {
+        pid_t p = waitpid(pid, status, WNOHANG);
+        if (p == pid) return true;
+        if (p < 0 && errno != EINTR) return false;
+        if (lt_now() > deadline) return false;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* One line for the failed job. The rank to name is the one whose failure
+ * came first: the first to exit is often a peer that failed because of it
+ * ("rank 0 failed: ..."), and the store says which rank failed first. */
+static lt_status supervise(lt_trainer *t, pid_t *pids, int *fds, int n, int port) {
     lt_run *r = &t->run;
     for (int left = n; left > 0;) {
         int status;
@@ -183,15 +246,27 @@ static lt_status supervise(lt_trainer *t, pid_t *pids, int *fds, int n) {
         pids[rank] = 0;
         left--;
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
-        char how[128];
-        describe_exit(status, how, sizeof how);
+        char posted[1100] = "";
+        int first = posted_failure(port, posted, sizeof posted);
+        bool stopped = false; /* the rank named was still running: stopped below */
+        if (first >= 0 && first < n && first != rank && pids[first] > 0) {
+            /* It has aborted the group and is on its way out (its log,
+             * on_train_end): its own exit says how it ended, with its error. */
+            p = pids[first];
+            rank = first;
+            if (wait_exit(p, 3.0, &status)) pids[rank] = 0;
+            else stopped = true;
+        }
+        char how[128] = "failed";
+        if (!stopped) describe_exit(status, how, sizeof how);
         stop_children(pids, n);
         result_header h = {0};
         lseek(fds[rank], 0, SEEK_SET);
         bool have = read(fds[rank], &h, sizeof h) == (ssize_t)sizeof h && h.magic == RESULT_MAGIC;
+        const char *words = have && h.error[0] ? h.error : first == rank ? posted : "";
         return lt_run_fail(r, have && h.status ? (lt_status)h.status : LT_ERR_ABORTED,
                            "ddp_spawn: rank %d (pid %d) %s%s%s", rank, (int)p, how,
-                           have && h.error[0] ? ": " : "", have ? h.error : "");
+                           *words ? ": " : "", words);
     }
     return LT_OK;
 }
@@ -235,7 +310,7 @@ lt_status lt_trainer_fit_spawn(lt_trainer *t) {
     }
     if (st == LT_OK && (st = lt_store_server_run(srv, err, sizeof err)) != LT_OK)
         lt_run_fail(r, st, "ddp_spawn: %s", err);
-    if (st == LT_OK) st = supervise(t, pids, fds, n);
+    if (st == LT_OK) st = supervise(t, pids, fds, n, port);
     else stop_children(pids, n);
     result_header h;
     if (st == LT_OK && read_result(t, fds[0], &h) != LT_OK)
@@ -247,6 +322,8 @@ lt_status lt_trainer_fit_spawn(lt_trainer *t) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
     if (st != LT_OK) return st;
     LT_CHECK(adopt_results(t));
+    r->global_step = h.global_step;
+    r->epoch = h.epoch;
     t->fit_done = true;
     return LT_OK;
 }
