@@ -65,6 +65,9 @@ static int run_stages(lt_trainer *t, const ltrun_args *a) {
 }
 
 int main(int argc, char **argv) {
+    /* Line by line even into a file or pipe, so "lt:" progress on stdout and
+     * errors on stderr keep their order in a job's combined log. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     ltrun_args a;
     int rc = ltrun_parse_args(argc, argv, &a);
     if (rc) {

@@ -98,20 +98,33 @@ lt_status lt_checkpoint_save(lt_trainer *t, const char *path) {
 
 /* A tensor the file lacks keeps its initial value: check_names let that
  * through only under checkpoint.strict = false. */
+lt_status lt_checkpoint_match_tensor(lt_run *r, const char *path, const lt_st_tensor *t,
+                                     const lt_param *p, lt_dtype dt, const char *saved_precision) {
+    bool shape = t->ndim == p->ndim;
+    for (int i = 0; shape && i < p->ndim; i++) shape = t->shape[i] == p->shape[i];
+    if (shape && t->dtype == dt) return LT_OK;
+    char have[96], want[96], fix[300];
+    lt_shape_str(t->ndim, t->shape, have, sizeof have);
+    lt_shape_str(p->ndim, p->shape, want, sizeof want);
+    /* The fix the metadata can name: the precision it was saved at. */
+    if (!shape)
+        snprintf(fix, sizeof fix, "it was saved from another model or other model.* settings (sizes); "
+                 "resume with the settings it was trained with");
+    else if (saved_precision && *saved_precision)
+        snprintf(fix, sizeof fix, "it was saved at precision %s: resume with --precision %s",
+                 saved_precision, saved_precision);
+    else
+        snprintf(fix, sizeof fix, "it was saved at another precision: resume with the one it was trained with");
+    return lt_run_fail(r, LT_ERR_MISMATCH, "checkpoint %s: tensor '%s' is %s %s, the model's is %s %s; %s",
+                       path, t->name, lt_dtype_name(t->dtype), have, lt_dtype_name(dt), want, fix);
+}
+
 static lt_status load_tensor(lt_run *r, lt_st_file *f, const char *path, const char *name,
-                             const lt_param *p, void *dev) {
+                             const lt_param *p, void *dev, const char *saved_precision) {
     const lt_st_tensor *t = lt_st_find(f, name);
     lt_dtype dt = lt_model_opt_dtype(r->model);
     if (!t) return LT_OK;
-    bool same = t->dtype == dt && t->ndim == p->ndim;
-    for (int i = 0; same && i < p->ndim; i++) same = t->shape[i] == p->shape[i];
-    if (!same) {
-        char have[96], want[96];
-        lt_shape_str(t->ndim, t->shape, have, sizeof have);
-        lt_shape_str(p->ndim, p->shape, want, sizeof want);
-        return lt_run_fail(r, LT_ERR_MISMATCH, "checkpoint %s: tensor '%s' is %s %s, the model's is %s %s; it was saved from another model or precision",
-                           path, name, lt_dtype_name(t->dtype), have, lt_dtype_name(dt), want);
-    }
+    LT_CHECK(lt_checkpoint_match_tensor(r, path, t, p, dt, saved_precision));
     lt_status st = LT_ACC(r)->copy(&r->accel.ctx, (char *)dev + p->offset * lt_dtype_size(dt), t->data, t->nbytes, LT_COPY_H2D);
     return st == LT_OK ? LT_OK : lt_run_hook_failed(r, &r->accel, "copy", st);
 }
@@ -239,12 +252,13 @@ lt_status lt_checkpoint_load(lt_trainer *t, const char *path, bool fit) {
     lt_model *m = r->model;
     r->params_version++; /* replicas holding copies fetch the loaded values */
     for (int i = 0; st == LT_OK && i < m->nparams; i++)
-        st = load_tensor(r, f, path, m->params[i]->name, m->params[i], lt_model_opt_params(m));
+        st = load_tensor(r, f, path, m->params[i]->name, m->params[i], lt_model_opt_params(m),
+                         meta.precision);
     for (int s = 0; st == LT_OK && full && s < r->optim.nstate; s++) {
         for (int i = 0; st == LT_OK && i < m->nparams; i++) {
             char name[192];
             snprintf(name, sizeof name, "optimizer.%s.%s", lt_optim_state_name(&r->optim, s), m->params[i]->name);
-            st = load_tensor(r, f, path, name, m->params[i], r->optim.state[s]);
+            st = load_tensor(r, f, path, name, m->params[i], r->optim.state[s], meta.precision);
         }
     }
     if (st == LT_OK && !full) {

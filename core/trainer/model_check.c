@@ -8,6 +8,7 @@
 #include <string.h>
 #include "trainer_internal.h"
 #include "model_check.h"
+#include "io/safetensors.h"
 
 lt_status lt_run_init_failed(lt_run *r, const lt_ctx *ctx, const lt_model *m, lt_status st) {
     char set[512];
@@ -17,7 +18,10 @@ lt_status lt_run_init_failed(lt_run *r, const lt_ctx *ctx, const lt_model *m, lt
                        *why ? why : lt_status_str(st), *set ? "; parameters set: " : "", set);
 }
 
-lt_status lt_trainer_check_model(lt_trainer *t) {
+/* Runs the module's init on a model without weights; with ckpt, then
+ * matches the file's tensors against the parameters init declared, as the
+ * load would (only those the file has: check_names judges the rest). */
+static lt_status init_unweighted(lt_trainer *t, const char *ckpt) {
     lt_run *r = &t->run;
     if (!r->module.loaded) return LT_OK;
     lt_precision_dtypes dt = {.struct_size = sizeof dt};
@@ -35,14 +39,28 @@ lt_status lt_trainer_check_model(lt_trainer *t) {
     if (st == LT_OK && m->status != LT_OK) st = m->status;
     if (st != LT_OK) lt_run_init_failed(r, &c, m, st); /* before teardown may set another error */
     if (LT_MOD(r)->teardown) LT_MOD(r)->teardown(&c);
+    lt_st_file *f = NULL;
+    char err[1024];
+    if (st == LT_OK && ckpt && (st = lt_st_open(ckpt, &f, err, sizeof err)) != LT_OK)
+        lt_run_fail(r, st, "--ckpt-path: %s", err);
+    lt_ckpt_meta meta = {0};
+    if (f && lt_checkpoint_read_meta(f, ckpt, &meta, err, sizeof err) != LT_OK) meta.precision = NULL;
+    for (int i = 0; f && st == LT_OK && i < m->nparams; i++) {
+        const lt_st_tensor *ten = lt_st_find(f, m->params[i]->name);
+        if (ten) st = lt_checkpoint_match_tensor(r, ckpt, ten, m->params[i], (lt_dtype)dt.param,
+                                                 meta.precision);
+    }
+    if (f) lt_st_close(f);
     lt_model_free(m);
     return st;
 }
 
+lt_status lt_trainer_check_model(lt_trainer *t) { return init_unweighted(t, NULL); }
+
 /* The checkpoint a run would load: named, found, with a header lt can read,
- * metadata values lt writes and this run's model in lt.model (the tensors
- * are matched against the model when it loads). "last" with no file yet is
- * fine for a fit, which then starts fresh. */
+ * metadata values lt writes, this run's model in lt.model, and tensors of
+ * the model's sizes and dtype. "last" with no file yet is fine for a fit,
+ * which then starts fresh. */
 lt_status lt_trainer_check_ckpt(lt_trainer *t, const char *path, bool fit) {
     if (!path) return LT_OK;
     LT_CHECK(lt_trainer_set_ckpt_path(t, path));
@@ -50,5 +68,6 @@ lt_status lt_trainer_check_ckpt(lt_trainer *t, const char *path, bool fit) {
     if (!t->ckpt_path[0]) return LT_OK;
     uint64_t seed;
     bool found;
-    return lt_checkpoint_peek(t, t->ckpt_path, &seed, &found);
+    LT_CHECK(lt_checkpoint_peek(t, t->ckpt_path, &seed, &found));
+    return init_unweighted(t, t->ckpt_path);
 }

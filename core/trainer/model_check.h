@@ -16,7 +16,9 @@ lt_status lt_trainer_check_model(lt_trainer *t);
 
 /* --check's look at --ckpt-path (NULL: none): "last"/"best" resolved as the
  * run would (fit: a missing last starts fresh), the file opened and its
- * header and lt metadata read, refused in one line as the run would. */
+ * header and lt metadata read, and its tensors matched against the
+ * parameters the module's init declares (sizes, the precision's dtype),
+ * refused in one line as the run would. */
 lt_status lt_trainer_check_ckpt(lt_trainer *t, const char *path, bool fit);
 
 #endif

@@ -111,6 +111,12 @@ lt_status lt_checkpoint_read_meta(const struct lt_st_file *f, const char *path, 
  * when `warn`. */
 lt_status lt_checkpoint_check_model(lt_trainer *t, const char *path, const lt_ckpt_meta *m,
                                     bool warn);
+/* A checkpoint tensor against the parameter p it loads into (dtype dt):
+ * LT_OK, or LT_ERR_MISMATCH naming the file, tensor, both shapes and
+ * dtypes, and the fix (saved_precision: its lt.precision, NULL if none). */
+struct lt_st_tensor;
+lt_status lt_checkpoint_match_tensor(lt_run *r, const char *path, const struct lt_st_tensor *t,
+                                     const lt_param *p, lt_dtype dt, const char *saved_precision);
 /* checkpoint_keep.c: before the first save of a fit that does not resume
  * from checkpoint.dirpath's last or best itself, renames them to the
  * lowest free last-vN/best-vN (rank 0 only). */

@@ -61,6 +61,12 @@ check "labels_ddp: one line on stderr, naming the rank, its words, then how it e
     "[ \$(grep -c . '$IT_TMP/labels_ddp.err') -eq 1 ] && grep -qE \
     '^ltrun: error: rank [01] \\(host [^,]+, pid [0-9]+\\): .*sample 0 has label 200.* \\[(exited with status 2|failed \\(status 2\\)) during setup' \
     '$IT_TMP/labels_ddp.err'"
+# Into one file (a job's log, > log 2>&1): stdout is line-buffered, so the
+# start-up lines come before the error, as they happened.
+"$LTRUN" "${BASE[@]}" --set data.dir="$D" --set data.val_split=10 --batch-size 10 --max-steps 5 \
+    --default-root-dir "$IT_TMP/labels_log" >"$IT_TMP/labels_log.txt" 2>&1
+check "labels: in a combined log the error is the last line, after the start-up lines" bash -c \
+    "grep -q '^lt: accelerator' '$IT_TMP/labels_log.txt' && tail -n 1 '$IT_TMP/labels_log.txt' | grep -q '^ltrun: error: '"
 fails_with labels256 2 "label 200 in row 0" "${BASE[@]}" --set data.dir="$D" \
     --set data.val_split=10 --batch-size 10 --max-steps 5 --set trainer.num_sanity_val_steps=0 \
     --set data.num_classes=256

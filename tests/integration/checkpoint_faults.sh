@@ -22,6 +22,8 @@
 #      value (also by --check, and by ltrun before it starts ddp workers),
 #      leaving the directory's last as it was;
 #      checkpoint.strict = false loads the other model's file with a warning;
+#      tensors of other sizes or another precision are refused by --check
+#      too, naming the precision the file was saved at;
 #   d. a new run in a directory holding an earlier run's last and best keeps
 #      them as last-v1 / best-v1 (byte for byte, one line saying so) and
 #      saves its own under the plain names; a third run keeps the second's
@@ -220,6 +222,18 @@ WL=$IT_TMP/wfit/checkpoints/last.safetensors
 check "its checkpoint counts from step 0 (epoch $(meta "$WL" lt.epoch), step $(meta "$WL" lt.global_step); want 1, 30) with this run's seed ($(meta "$WL" lt.seed))" \
     [ "$(meta "$WL" lt.epoch)/$(meta "$WL" lt.global_step)/$(meta "$WL" lt.seed)" = 1/30/5 ]
 ckpt_equal "$WL" "$LAST" 0 both "it trained from the file's weights (at lr 0 they stay the same)"
+
+# A checkpoint whose tensors do not fit the model (other sizes, another
+# precision) is refused by --check, as the run would refuse it, naming the
+# fix: --check said "configuration valid" and the run failed at its load.
+fails_with shape_check "tensor 'fc1.weight' is f32 \[64, 784\], the model's is f32 \[256, 784\]; it was saved from another model or other model.\* settings" \
+    "${BASE[@]}" --check --ckpt-path "$LAST" --set model.hidden=256
+fails_with prec_check "is f32 \[64, 784\], the model's is f64 \[64, 784\]; it was saved at precision 32-true: resume with --precision 32-true" \
+    "${BASE[@]}" --check --ckpt-path "$LAST" --precision 64-true
+fails_with prec_run "resume with --precision 32-true" "${BASE[@]}" --max-epochs 2 --ckpt-path "$LAST" \
+    --precision 64-true --default-root-dir "$IT_TMP/prec_run"
+run_ltrun mixed_check "${BASE[@]}" --check --ckpt-path "$LAST" --precision bf16-mixed
+check "bf16-mixed (f32 master parameters) takes the 32-true checkpoint in --check ($RC)" [ "$RC" -eq 0 ]
 
 echo "checkpoint_faults: d. an earlier run's checkpoints in the directory are kept, not overwritten"
 K=$IT_TMP/keep
