@@ -111,6 +111,7 @@ int main(int argc, char **argv) {
      * and the checkpoint's header add nothing measurable to a start. */
     if (a.check_only || info.launch) {
         st = lt_trainer_check_model(t);
+        if (st == LT_OK) st = lt_trainer_check_data(t);
         if (st == LT_OK) st = lt_trainer_check_ckpt(t, a.ckpt_path, !a.validate_only && !a.test_only);
         if (st != LT_OK) {
             say_error(st, lt_trainer_error(t));

@@ -21,4 +21,10 @@ lt_status lt_trainer_check_model(lt_trainer *t);
  * refused in one line as the run would. */
 lt_status lt_trainer_check_ckpt(lt_trainer *t, const char *path, bool fit);
 
+/* --check's look at data.dir: the four Fashion-MNIST files there (gzip or
+ * plain), refused as the run would refuse a missing one or a data.dir that
+ * is not a directory. Their contents are the run's to judge (reading them
+ * is most of a start). LT_OK for a module with setup_data. */
+lt_status lt_trainer_check_data(lt_trainer *t);
+
 #endif

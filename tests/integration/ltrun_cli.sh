@@ -376,6 +376,16 @@ check "m_run: exits 2 ($RC)" [ "$RC" -eq 2 ]
 check "m_run: one line" one_line m_run
 check "m_run: the module's words" says m_run "^ltrun: error: model 'fashion_mnist_mlp': init failed: .*hidden"
 check "m_run: no worker started" bash -c "! grep -q 'starting 2 workers' '$IT_TMP/m_run.out' '$IT_TMP/m_run.err'"
+# data.dir too: an empty folder passed --check and was refused by each rank.
+mkdir -p "$IT_TMP/nodata"
+cli d_check --config "$INI" --plugin-dir "$PLUGINS" --check --data-dir "$IT_TMP/nodata"
+check "d_check: --check refuses a data.dir without the files ($RC)" [ "$RC" -eq 2 ]
+check "d_check: one line naming the file, both spellings, and the fix" says d_check \
+    "^ltrun: error: data\.dir = $IT_TMP/nodata \(--data-dir\): $IT_TMP/nodata/train-images-idx3-ubyte\(\.gz\): not found; install dataset-fashion-mnist or set data\.dir\$"
+cli d_run --config "$INI" --plugin-dir "$PLUGINS" --strategy ddp --devices 2 --max-epochs 1 \
+    --default-root-dir "$IT_TMP/d_run" --data-dir "$IT_TMP/nodata"
+check "d_run: a run exits 2, one line, no worker started ($RC)" bash -c "[ $RC -eq 2 ] && \
+    [ \$(cat '$IT_TMP/d_run.out' '$IT_TMP/d_run.err' | grep -c .) -eq 1 ] && ! grep -q 'starting 2 workers' '$IT_TMP/d_run.out'"
 cli c_run --config "$INI" --plugin-dir "$PLUGINS" --strategy ddp --devices 2 --max-epochs 1 \
     --default-root-dir "$IT_TMP/c_run" --ckpt-path "$IT_TMP/junk.safetensors"
 check "c_run: a corrupt checkpoint exits 1, as --check ($RC)" [ "$RC" -eq 1 ]
