@@ -568,6 +568,8 @@ static void read_launch_info(lt_trainer *t) {
     }
 }
 
+static lt_status read_endpoint(const char *ep, lt_launch_info *out);
+
 /* launcher.nnodes "MIN:MAX" (or "N", as N:N) and launcher.rdzv_endpoint
  * "HOST[:PORT]", "[IPv6]:PORT" into out; LT_ERR_INVALID with the fix. */
 static lt_status read_elastic(const lt_run *r, lt_launch_info *out) {
@@ -603,6 +605,14 @@ static lt_status read_elastic(const lt_run *r, lt_launch_info *out) {
         }
         return LT_OK;
     }
+    return read_endpoint(ep, out);
+}
+
+/* launcher.rdzv_endpoint "HOST[:PORT]" or "[IPv6]:PORT" (torchrun's default
+ * port 29400) into out's master address and port; LT_ERR_INVALID with the
+ * fix. */
+static lt_status read_endpoint(const char *ep, lt_launch_info *out) {
+    char *end;
     char host[256];
     const char *colon;
     size_t hl;
@@ -888,8 +898,24 @@ lt_status lt_trainer_launch_info(const lt_trainer *t, lt_launch_info *out) {
         lt_set_error(NULL, "launcher.node_rank = %d must be in [0, %d) (num_nodes = %d)", out->node_rank, out->num_nodes, out->num_nodes);
         return LT_ERR_INVALID;
     }
+    /* torchrun's spelling of a fixed job, --nnodes N --rdzv-endpoint
+     * HOST:PORT: the endpoint is node 0's store, as --master-addr/-port. */
+    const char *ep = cfg(r, "launcher", "rdzv_endpoint");
+    if (*ep) {
+        bool addr = lt_config_source_of(r->config, "launcher", "master_addr") != LT_SRC_DEFAULT;
+        bool port = lt_config_source_of(r->config, "launcher", "master_port") != LT_SRC_DEFAULT;
+        if (addr || port) {
+            lt_set_error(NULL, "launcher.rdzv_endpoint = '%s' (%s) and launcher.%s (%s) both name node 0's "
+                         "rendezvous; give one of them", ep,
+                         lt_config_origin(r->config, "launcher", "rdzv_endpoint"), addr ? "master_addr" : "master_port",
+                         lt_config_origin(r->config, "launcher", addr ? "master_addr" : "master_port"));
+            return LT_ERR_INVALID;
+        }
+        LT_CHECK(read_endpoint(ep, out));
+    }
     if (out->master_port == 0 && out->num_nodes > 1) {
-        lt_set_error(NULL, "several nodes need an agreed port: set --master-port (launcher.master_port) on every node");
+        lt_set_error(NULL, "several nodes need an agreed port: set --master-port (launcher.master_port) or "
+                     "--rdzv-endpoint HOST:PORT on every node");
         return LT_ERR_INVALID;
     }
     return LT_OK;

@@ -280,6 +280,14 @@ contradiction() { # contradiction LABEL NEEDLE args...
     check "$label: one line" one_line "$label"
     check "$label: says '$needle'" says "$label" "$needle"
 }
+# torchrun's fixed-size form: --nnodes N --rdzv-endpoint HOST:PORT names node
+# 0's store (it was ignored, and the job refused for want of --master-port).
+cli rdzv_fixed --config "$INI" --plugin-dir "$PLUGINS" --strategy ddp --nnodes 2 \
+    --rdzv-endpoint 127.0.0.1:29444 --check
+check "rdzv_fixed: --nnodes 2 --rdzv-endpoint HOST:PORT is a valid fixed job ($RC)" [ "$RC" -eq 0 ]
+contradiction rdzv_both "^ltrun: error: launcher\.rdzv_endpoint = '127\.0\.0\.1:29444' \(--rdzv-endpoint\) \
+and launcher\.master_port \(--master-port\) both name node 0's rendezvous; give one of them\$" \
+    --strategy ddp --nnodes 2 --rdzv-endpoint 127.0.0.1:29444 --master-port 5000
 contradiction nproc "^ltrun: trainer\.devices is given twice on the command line, as --devices 2 and --nproc-per-node 3; keep one$" \
     --devices 2 --nproc-per-node 3
 contradiction nnodes "trainer\.num_nodes is given twice on the command line, as --nnodes 2 and --num-nodes 3" \
