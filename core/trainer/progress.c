@@ -1,5 +1,6 @@
 /* Rank 0's view of progress: a bar on a terminal, plain lines otherwise, and
  * a summary line per epoch. */
+#include <math.h>
 #include <stdio.h>
 #include <unistd.h>
 #include "trainer_internal.h"
@@ -67,4 +68,15 @@ void lt_progress_end_epoch(lt_trainer *t, double seconds, int64_t samples) {
     }
     printf("\n");
     fflush(stdout);
+    /* A diverged run trains on to its last epoch and exits 0, as Lightning's
+     * does; it is said once, so a job log shows why nothing was learnt. */
+    for (int i = 0; i < r->metrics.n && !t->warned_nonfinite; i++) {
+        const lt_metric *m = &r->metrics.m[i];
+        if (!m->has_epoch || m->stage != LT_STAGE_FIT || isfinite(m->epoch_value)) continue;
+        lt_log(NULL, LT_LOG_WARN, "%s is %s after epoch %lld (step %lld): training diverged and what "
+               "follows learns nothing; lower optimizer.lr or set trainer.gradient_clip_val", m->name,
+               isnan(m->epoch_value) ? "NaN" : m->epoch_value > 0 ? "Inf" : "-Inf", (long long)r->epoch,
+               (long long)r->global_step);
+        t->warned_nonfinite = true;
+    }
 }

@@ -280,7 +280,10 @@ static lt_status epoch_checkpoints(lt_trainer *t) {
     if (lt_monitor_used(t) && (!m || !m->has_epoch)) LT_CHECK(lt_monitor_missing(t, &skip));
     if (lt_monitor_used(t) && !skip) {
         double v = m->epoch_value;
-        better = !t->has_best || (t->opt.ckpt.monitor_max ? v > t->best_score : v < t->best_score);
+        /* NaN is never the best (Lightning ranks it below every number), so
+         * a diverged epoch cannot take best.safetensors or freeze it. */
+        better = !isnan(v) &&
+                 (!t->has_best || (t->opt.ckpt.monitor_max ? v > t->best_score : v < t->best_score));
         if (better) {
             t->best_score = v;
             t->has_best = true;

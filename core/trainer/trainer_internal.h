@@ -37,6 +37,7 @@ struct lt_trainer {
     bool preempted;          /* fit stopped on it (or on elastic_stop): saved, requeued */
     bool elastic;            /* ltrun --nnodes MIN:MAX started this worker (LT_ELASTIC): SIGUSR2 stops it */
     bool world_changed;      /* the resumed checkpoint was saved on another world size (checkpoint.c) */
+    bool warned_nonfinite;   /* a training metric's epoch value was NaN or Inf: said once */
     bool flush_failed;       /* the run's failure is metrics.csv's flush: not tried again after it */
 };
 

@@ -28,6 +28,9 @@
 #   k. data.dir naming a regular file: refused (2) with the fix; it used to
 #      exit 1 with "cannot open: Not a directory"; a data.dir without the
 #      files names both spellings, <name>(.gz)
+#   l. a run that diverges (optimizer.lr = 1e6): it trains on and exits 0,
+#      as Lightning's does, but says so once; and a NaN monitor value never
+#      becomes best.safetensors (it did at the first epoch, and froze best)
 source "$(dirname "$0")/common.sh"
 it_init bad_inputs "$@"
 fails_with() { # fails_with LABEL STATUS NEEDLE args...: ltrun exits STATUS (any: non-zero), stderr has NEEDLE
@@ -158,4 +161,15 @@ SAYS="data.dir = $IT_TMP/nodata (--data-dir): $IT_TMP/nodata/train-images-idx3-u
 SAYS+=" not found; install dataset-fashion-mnist or set data.dir"
 fails_with nodata 2 "$SAYS" \
     "${BASE[@]}" --data-dir "$IT_TMP/nodata" --max-steps 3
+
+# l. divergence
+run_ltrun diverge "${BASE[@]}" --max-epochs 2 --set trainer.limit_train_batches=20 \
+    --set optimizer.lr=1e6 --set checkpoint.monitor=val_loss --set checkpoint.mode=min \
+    --default-root-dir "$IT_TMP/diverge"
+check "diverge: trains on and exits 0 ($RC)" [ "$RC" -eq 0 ]
+check "diverge: says once that training diverged" [ "$(grep -c 'training diverged' "$IT_TMP/diverge.err")" -eq 1 ]
+check "diverge: names the loss, the value and the fix" grep -q \
+    "^lt: warning: train_loss is \(NaN\|-\?Inf\) after epoch 0 (step 20): training diverged .*lower optimizer.lr" "$IT_TMP/diverge.err"
+check "diverge: no best.safetensors from NaN val_loss" [ ! -e "$IT_TMP/diverge/checkpoints/best.safetensors" ]
+check "diverge: last.safetensors is saved" [ -e "$IT_TMP/diverge/checkpoints/last.safetensors" ]
 it_finish
