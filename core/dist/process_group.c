@@ -335,9 +335,17 @@ static lt_status check_fingerprints(lt_work *w) {
         if (oseq == w->seq && strcmp(other, w->what)) {
             /* a rank that failed stops mid-sequence: not a mismatch */
             if (peer_failure(pg)) return LT_ERR_IO;
-            pg_fail(pg, "ranks disagree on collective #%llu of group '%s': rank %d called %s but rank %d called %s; "
-                    "every rank must make the same collective calls in the same order (e.g. log with sync_dist on all ranks)",
-                    (unsigned long long)w->seq, pg->name, pg->global[pg->rank], w->what, pg->global[r], other);
+            /* The same call with another size is most often ranks started
+             * with different configs (model sizes differ at the first
+             * broadcast of the parameters), not different code paths. */
+            size_t op = strcspn(w->what, " #");
+            bool same_op = hash && strncmp(other, w->what, op) == 0 && strcspn(other, " #") == op;
+            pg_fail(pg, "ranks disagree on collective #%llu of group '%s': rank %d called %s but rank %d called %s; %s",
+                    (unsigned long long)w->seq, pg->name, pg->global[pg->rank], w->what, pg->global[r], other,
+                    same_op ? "the same call with another size: the ranks' models or configs differ (start every "
+                              "node with the same config and --set flags), or their data or metrics do"
+                            : "every rank must make the same collective calls in the same order (e.g. log with "
+                              "sync_dist on all ranks)");
             return LT_ERR_MISMATCH;
         }
     }

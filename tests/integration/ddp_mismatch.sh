@@ -6,7 +6,8 @@
 #   only_rank1  only rank 1 reduces metrics; rank 0 goes on to the next
 #               epoch's gradient all-reduce
 # ltrun must exit non-zero well before strategy.timeout_s (20 s), and the
-# error must say "disagree" and name rank 0 and rank 1.
+# error must say "disagree" and name rank 0 and rank 1. Two nodes whose
+# configs differ (model.hidden) are told so.
 source "$(dirname "$0")/common.sh"
 it_init ddp_mismatch "$@"
 [ -e "$IT_PLUGINS/liblt-module-mismatch_probe.so" ] ||
@@ -44,5 +45,24 @@ for strat in "ddp --devices 2" "single_device --devices 1"; do
         --set strategy.timeout_s=20 --default-root-dir "$IT_TMP/$label"
     check "$label: all_gather, reduce, broadcast, barrier, rank checks pass (exit 0)" [ "$RC" -eq 0 ]
     [ "$RC" -eq 0 ] || show_tail "$IT_TMP/$label.err"
+done
+# Two nodes started with different configs (model.hidden on node 1): the
+# first broadcast of the parameters differs in size, and the error says the
+# configs differ instead of blaming the collective calls.
+echo "ddp_mismatch: two nodes with different model.hidden"
+P=$("$TCP_PORT" free)
+NODE=(--strategy ddp --devices 1 --max-epochs 1 --set trainer.limit_train_batches=3 --no-test
+      --num-nodes 2 --master-port "$P" --set strategy.process_group_backend=gloo)
+"$LTRUN" "${BASE[@]}" "${NODE[@]}" --node-rank 0 --default-root-dir "$IT_TMP/cfg0" \
+    >"$IT_TMP/cfg0.out" 2>"$IT_TMP/cfg0.err" &
+N0=$!
+IT_PIDS+=($N0)
+run_ltrun cfg1 "${BASE[@]}" "${NODE[@]}" --node-rank 1 --set model.hidden=256 --default-root-dir "$IT_TMP/cfg1"
+wait $N0
+RC0=$?
+check "configs: both nodes refuse (exit 2: $RC0, $RC)" [ "$RC0" -eq 2 -a "$RC" -eq 2 ]
+for n in 0 1; do
+    check "configs: node $n says the ranks' models or configs differ" \
+        contains "$IT_TMP/cfg$n.err" "disagree on collective #[0-9]* .*broadcast.*the ranks' models or configs differ"
 done
 it_finish
