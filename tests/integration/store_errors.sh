@@ -48,6 +48,8 @@ check "node 1's launcher says the store refused its token" contains "$IT_TMP/u1.
 check "node 1 started no worker" bash -c "! grep -q 'starting 1 worker' '$IT_TMP/u1.out'"
 wait_exit $N0 20000
 check "node 0 gives up too, non-zero ($RC)" [ "$RC" -gt 0 ]
+check "node 0 names rank 1 as never joined, and the key that sets the wait" contains "$IT_TMP/u0.err" \
+    "rank 1 never joined (timed out after 5 s .*launcher\.rdzv_timeout_s"
 
 echo "store_errors: 2a. --master-port held by another program"
 "$TCP_PORT" hold 0 >"$IT_TMP/hold.out" &

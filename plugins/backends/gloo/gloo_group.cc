@@ -275,6 +275,16 @@ lt_status group_create(lt_ctx *ctx, lt_store *store, int rank, int world, const 
         try {
             c->connectFullMesh(adapter, g->device);
         } catch (const std::exception &e) {
+            const std::string &peer = adapter.missing();
+            if (adapter.status() == LT_ERR_TIMEOUT && !peer.empty() &&
+                peer.find_first_not_of("0123456789") == std::string::npos) {
+                /* gloo's key is the rank that publishes its address: name it */
+                err = "group '" + g->name + "': rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                      ": rank " + peer + " never joined (" + strip_location(e.what()) +
+                      "); check that every rank was started, by this job (the same LT_RDZV_TOKEN), and "
+                      "that none failed first; the wait is launcher.rdzv_timeout_s";
+                return LT_ERR_TIMEOUT;
+            }
             if (adapter.status() != LT_OK) {
                 err = "group '" + g->name + "': rank " + std::to_string(rank) + " of " +
                       std::to_string(world) + ": rendezvous failed: " + strip_location(e.what());

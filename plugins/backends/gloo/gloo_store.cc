@@ -22,6 +22,7 @@ std::vector<char> StoreAdapter::get(const std::string &key) {
     void *val = nullptr;
     size_t len = 0;
     lt_status st = lt_store_get(store_, (prefix_ + key).c_str(), &val, &len);
+    if (st == LT_ERR_TIMEOUT) missing_ = key;
     if (st != LT_OK) fail(st);
     const char *p = static_cast<const char *>(val);
     std::vector<char> out(p, p + len);
@@ -43,6 +44,17 @@ void StoreAdapter::wait(const std::vector<std::string> &keys,
     long long ms = timeout.count();
     if (ms <= 0 || ms > std::numeric_limits<int>::max()) ms = std::numeric_limits<int>::max();
     lt_status st = lt_store_wait(store_, ptrs.data(), ptrs.size(), (int)ms);
+    if (st == LT_ERR_TIMEOUT) { /* which one is still missing, for the message */
+        std::string why = lt_store_error(store_); /* before the lookups below replace it */
+        for (size_t i = 0; i < keys.size() && missing_.empty(); i++) {
+            void *v = nullptr;
+            size_t len = 0;
+            if (lt_store_try_get(store_, full[i].c_str(), &v, &len) == LT_OK) free(v);
+            else missing_ = keys[i];
+        }
+        status_ = st;
+        throw gloo::IoException(why);
+    }
     if (st != LT_OK) fail(st);
 }
 

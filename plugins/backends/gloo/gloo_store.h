@@ -27,6 +27,9 @@ class StoreAdapter : public gloo::rendezvous::Store {
 
     /* The status of the last failed call (LT_OK when none failed). */
     lt_status status() const { return status_; }
+    /* After a timeout: the first key (without the prefix) that was still
+     * not there, "" when unknown. gloo's keys are the peers' ranks. */
+    const std::string &missing() const { return missing_; }
 
   private:
     [[noreturn]] void fail(lt_status st);
@@ -34,6 +37,7 @@ class StoreAdapter : public gloo::rendezvous::Store {
     lt_store *store_;
     std::string prefix_;
     lt_status status_ = LT_OK;
+    std::string missing_;
 };
 
 } // namespace ltgloo
