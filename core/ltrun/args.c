@@ -95,7 +95,7 @@ void ltrun_usage(void) {
 
 static int add_set(ltrun_args *a, const char *assignment, const char *origin, bool own) {
     if (a->nsets >= LTRUN_MAX) {
-        fprintf(stderr, "ltrun: too many settings (more than %d)\n", LTRUN_MAX);
+        fprintf(stderr, "ltrun: error: too many settings (more than %d)\n", LTRUN_MAX);
         if (own) free((char *)assignment); /* not in owned[]: ltrun_args_free would miss it */
         return 2;
     }
@@ -109,7 +109,7 @@ static const char *need_value(int argc, char **argv, int *i, const char *flag) {
     const char *eq = strchr(argv[*i], '=');
     if (eq) return eq + 1;
     if (*i + 1 >= argc) {
-        fprintf(stderr, "ltrun: %s needs a value; see ltrun --help\n", flag);
+        fprintf(stderr, "ltrun: error: %s needs a value; see ltrun --help\n", flag);
         return NULL;
     }
     return argv[++*i];
@@ -170,13 +170,13 @@ static int check_contradictions(const ltrun_args *a) {
                 !strcmp(a->origins[i], a->origins[j]))
                 continue;
             bool sx = !strcmp(a->origins[i], "--set"), sy = !strcmp(a->origins[j], "--set");
-            fprintf(stderr, "ltrun: %.*s is given twice on the command line, as %s %s and %s %s; keep one\n",
+            fprintf(stderr, "ltrun: error: %.*s is given twice on the command line, as %s %s and %s %s; keep one\n",
                     (int)(ex - x), x, a->origins[i], sx ? x : ex + 1, a->origins[j], sy ? y : ey + 1);
             return 2;
         }
     /* --no-test only changes what follows a fit, so it goes with either */
     if (a->validate_only && a->test_only) {
-        fprintf(stderr, "ltrun: --validate and --test contradict each other (each only evaluates, on "
+        fprintf(stderr, "ltrun: error: --validate and --test contradict each other (each only evaluates, on "
                         "its own set); give one, or neither to fit\n");
         return 2;
     }
@@ -202,12 +202,12 @@ int ltrun_parse_args(int argc, char **argv, ltrun_args *a) {
         else if (flag_is(arg, "--help-plugin")) { if (!(a->help_plugin = need_value(argc, argv, &i, "--help-plugin"))) return 2; }
         else if (flag_is(arg, "--plugin-dir")) {
             if (!(v = need_value(argc, argv, &i, "--plugin-dir"))) return 2;
-            if (a->nplugin_dirs >= LTRUN_MAX) { fprintf(stderr, "ltrun: too many --plugin-dir\n"); return 2; }
+            if (a->nplugin_dirs >= LTRUN_MAX) { fprintf(stderr, "ltrun: error: too many --plugin-dir\n"); return 2; }
             a->plugin_dirs[a->nplugin_dirs++] = v;
         } else if (flag_is(arg, "--set")) {
             if (!(v = need_value(argc, argv, &i, "--set"))) return 2;
             if (!strchr(v, '=')) {
-                fprintf(stderr, "ltrun: --set '%s': expected SECTION.KEY=VALUE, e.g. --set trainer.max_epochs=3\n", v);
+                fprintf(stderr, "ltrun: error: --set '%s': expected SECTION.KEY=VALUE, e.g. --set trainer.max_epochs=3\n", v);
                 return 2;
             }
             if (add_set(a, v, "--set", false)) return 2;
@@ -216,8 +216,12 @@ int ltrun_parse_args(int argc, char **argv, ltrun_args *a) {
             if (rc) return rc;
             if (!matched) {
                 const char *s = suggest_flag(arg);
-                if (s) fprintf(stderr, "ltrun: unknown option '%s'; did you mean '%s'? (ltrun --help)\n", arg, s);
-                else fprintf(stderr, "ltrun: unknown option '%s'; see ltrun --help\n", arg);
+                size_t n = strlen(arg);
+                if (arg[0] != '-' && n > 4 && !strcmp(arg + n - 4, ".ini"))
+                    fprintf(stderr, "ltrun: error: unknown option '%s'; a config file is named with "
+                            "--config %s\n", arg, arg);
+                else if (s) fprintf(stderr, "ltrun: error: unknown option '%s'; did you mean '%s'? (ltrun --help)\n", arg, s);
+                else fprintf(stderr, "ltrun: error: unknown option '%s'; see ltrun --help\n", arg);
                 return 2;
             }
         }

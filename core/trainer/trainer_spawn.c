@@ -257,12 +257,14 @@ static lt_status supervise(lt_trainer *t, pid_t *pids, int *fds, int n, int port
             if (wait_exit(p, 3.0, &status)) pids[rank] = 0;
             else stopped = true;
         }
-        char how[128] = "failed";
-        if (!stopped) describe_exit(status, how, sizeof how);
         stop_children(pids, n);
         result_header h = {0};
         lseek(fds[rank], 0, SEEK_SET);
         bool have = read(fds[rank], &h, sizeof h) == (ssize_t)sizeof h && h.magic == RESULT_MAGIC;
+        /* A child that returned its error exits 1 whatever it was; the
+         * status this process returns is the error's, so "failed" says it. */
+        char how[128] = "failed";
+        if (!stopped && !(WIFEXITED(status) && have && h.error[0])) describe_exit(status, how, sizeof how);
         const char *words = have && h.error[0] ? h.error : first == rank ? posted : "";
         return lt_run_fail(r, have && h.status ? (lt_status)h.status : LT_ERR_ABORTED,
                            "ddp_spawn: rank %d (pid %d) %s%s%s", rank, (int)p, how,

@@ -39,7 +39,7 @@ run_ltrun spawn "${BASE[@]}" --strategy ddp_spawn --devices 2 --set model.hidden
 check "ddp_spawn: ltrun exits 1 ($RC)" [ "$RC" -eq 1 ]
 check "ddp_spawn: one error line" [ "$(grep -c 'error:' "$IT_TMP/spawn.err")" -eq 1 ]
 check "ddp_spawn: it names rank 0, with its own disk-full error" grep -q "^ltrun: error: \
-ddp_spawn: rank 0 (pid [0-9]*) exited with status 1: saving checkpoint: .*No space left" \
+ddp_spawn: rank 0 (pid [0-9]*) failed: saving checkpoint: .*No space left" \
     "$IT_TMP/spawn.err"
 check "ddp_spawn: not a peer's quote of it" \
     bash -c "! grep -q 'rank 0 failed: ' '$IT_TMP/spawn.err'"

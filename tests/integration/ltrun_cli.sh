@@ -44,7 +44,10 @@ check "--help: a rank killed by a signal is 1" says help "rank lost \(exited or 
 echo "ltrun_cli: an unknown option"
 cli bogus --bogus-option
 check "--bogus-option exits 2 ($RC)" [ "$RC" -eq 2 ]
-check "--bogus-option is named in the message" says bogus "unknown option '--bogus-option'"
+check "--bogus-option is named in the message" says bogus "^ltrun: error: unknown option '--bogus-option'"
+cli positional train.ini
+check "a bare train.ini: exits 2 and points at --config ($RC)" bash -c "[ $RC -eq 2 ] && grep -q \
+    \"^ltrun: error: unknown option 'train.ini'; a config file is named with --config train.ini\$\" '$IT_TMP/positional.err'"
 
 echo "ltrun_cli: --list-plugins"
 cli list --list-plugins --plugin-dir "$PLUGINS"
@@ -288,12 +291,12 @@ check "rdzv_fixed: --nnodes 2 --rdzv-endpoint HOST:PORT is a valid fixed job ($R
 contradiction rdzv_both "^ltrun: error: launcher\.rdzv_endpoint = '127\.0\.0\.1:29444' \(--rdzv-endpoint\) \
 and launcher\.master_port \(--master-port\) both name node 0's rendezvous; give one of them\$" \
     --strategy ddp --nnodes 2 --rdzv-endpoint 127.0.0.1:29444 --master-port 5000
-contradiction nproc "^ltrun: trainer\.devices is given twice on the command line, as --devices 2 and --nproc-per-node 3; keep one$" \
+contradiction nproc "^ltrun: error: trainer\.devices is given twice on the command line, as --devices 2 and --nproc-per-node 3; keep one$" \
     --devices 2 --nproc-per-node 3
 contradiction nnodes "trainer\.num_nodes is given twice on the command line, as --nnodes 2 and --num-nodes 3" \
     --nnodes 2 --num-nodes 3
 contradiction setdev "as --set trainer\.devices=3 and --devices 2; keep one" --set trainer.devices=3 --devices 2
-contradiction valtest "^ltrun: --validate and --test contradict each other" --validate --test
+contradiction valtest "^ltrun: error: --validate and --test contradict each other" --validate --test
 cli override --config "$INI" --plugin-dir "$PLUGINS" --devices 2 --devices 1 --check
 check "override: the same flag twice, last wins: exits 0 ($RC)" [ "$RC" -eq 0 ]
 check "override: with 1 device" says override "cpu \(1 device\)"
