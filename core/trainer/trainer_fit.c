@@ -333,6 +333,14 @@ static lt_status run_fit(lt_trainer *t) {
     if (st != LT_OK) return lt_run_hook_failed(r, &r->strategy, "on_train_start", st);
     if (t->opt.loop.num_sanity_val > 0 && r->global_step == 0)
         LT_CHECK(lt_trainer_eval_loop(t, LT_STAGE_VALIDATE, t->val_loader, t->opt.loop.limit_val, true));
+    /* A fit with nothing left to do (a resumed run already at its limit,
+     * max_epochs = 0) says so instead of going quietly on to test. */
+    bool done_steps = reached_max_steps(t) && r->epoch >= t->opt.loop.min_epochs;
+    if ((r->epoch >= t->opt.loop.max_epochs || done_steps) && r->world.global_rank == 0)
+        printf("lt: nothing to train: the run is at epoch %lld, step %lld, and trainer.%s = %lld; "
+               "raise it to train on\n", (long long)r->epoch, (long long)r->global_step,
+               done_steps ? "max_steps" : "max_epochs",
+               (long long)(done_steps ? t->opt.loop.max_steps : t->opt.loop.max_epochs));
     for (; r->epoch < t->opt.loop.max_epochs; r->epoch++) {
         if (reached_max_steps(t) && r->epoch >= t->opt.loop.min_epochs) break;
         double t0 = lt_now();

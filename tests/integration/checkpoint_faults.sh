@@ -294,6 +294,9 @@ check "ff2: nothing was moved aside" bash -c "! ls '$F/checkpoints' | grep -q --
 run_ltrun ff3 "${BASE[@]}" --max-epochs 2 --set trainer.limit_train_batches=5 --ckpt-path last --default-root-dir "$F"
 check "ff3: --ckpt-path last resumes it (exit $RC)" bash -c "[ $RC -eq 0 ] && ! grep -q 'training starts fresh' '$IT_TMP/ff3.out'"
 check "ff3: and continues it (epoch 2)" [ "$(meta "$F/checkpoints/last.safetensors" lt.epoch)" = 2 ]
+run_ltrun ff4 "${BASE[@]}" --max-epochs 2 --set trainer.limit_train_batches=5 --ckpt-path last --default-root-dir "$F"
+check "ff4: resumed at its max_epochs, it says there is nothing to train (exit $RC)" bash -c "[ $RC -eq 0 ] && grep -q \
+    '^lt: nothing to train: the run is at epoch 2, step 10, and trainer.max_epochs = 2; raise it to train on' '$IT_TMP/ff4.out'"
 
 RO=$IT_TMP/ro
 mkdir -p "$RO"
