@@ -61,7 +61,8 @@ lt_status_slot *lt_status_slot_attach(void);
 void lt_status_slot_set_error(lt_status_slot *s, lt_status st, const char *text);
 
 /* Worker side: hands this process's fatal error to ltrun, which prints it
- * (true); false when ltrun did not start this process (print it yourself).
+ * (true; a slot already holding one keeps it); false when ltrun did not
+ * start this process (print it yourself).
  * Called once, as the worker gives up; ltrun reads it after the exit. */
 bool lt_status_slot_post_error(lt_status st, const char *text);
 

@@ -342,7 +342,7 @@ static lt_status check_fingerprints(lt_work *w) {
             bool same_op = hash && strncmp(other, w->what, op) == 0 && strcspn(other, " #") == op;
             pg_fail(pg, "ranks disagree on collective #%llu of group '%s': rank %d called %s but rank %d called %s; %s",
                     (unsigned long long)w->seq, pg->name, pg->global[pg->rank], w->what, pg->global[r], other,
-                    same_op ? "the same call with another size: the ranks' models or configs differ (start every "
+                    same_op ? "the same call with another size or dtype: the ranks' models or configs differ (start every "
                               "node with the same config and --set flags), or their data or metrics do"
                             : "every rank must make the same collective calls in the same order (e.g. log with "
                               "sync_dist on all ranks)");

@@ -26,6 +26,8 @@ void lt_status_slot_set_error(lt_status_slot *s, lt_status st, const char *text)
 bool lt_status_slot_post_error(lt_status st, const char *text) {
     lt_status_slot *s = lt_status_slot_attach();
     if (!s) return false;
-    lt_status_slot_set_error(s, st, text);
+    /* Set already as fit failed: kept, so a stop signal arriving now
+     * cannot leave ltrun half of one message and half of another. */
+    if (!__atomic_load_n(&s->error_set, __ATOMIC_ACQUIRE)) lt_status_slot_set_error(s, st, text);
     return true; /* the mapping goes with the process */
 }

@@ -637,7 +637,8 @@ static int meet(elastic *E) {
      * from the store finds out (and stops its workers) before the others
      * take it for gone and re-form without it. */
     int tmo = in->keepalive_s * 1000 / 3;
-    lt_store_set_timeout(L->client, tmo > 2000 ? tmo : 2000);
+    L->client_tmo_ms = tmo > 2000 ? tmo : 2000;
+    lt_store_set_timeout(L->client, L->client_tmo_ms);
     snprintf(E->pfx, sizeof E->pfx, "elastic/");
     char k[300], id[160];
     int r = set_once(E, key(E, k, sizeof k, "id"), in->rdzv_id, id, sizeof id);
@@ -791,6 +792,8 @@ int launcher_elastic(launcher *L) {
         }
         outcome o;
         launcher_supervise(L, &o);
+        if (L->late_signal || o.kind == OUT_SIGNALLED || o.kind == OUT_STOPPED)
+            launcher_say_words(L); /* workers that failed on their own: no report follows */
         if (L->late_signal || o.kind == OUT_SIGNALLED) {
             rc = 128 + (L->late_signal ? L->late_signal : o.signo);
             break;

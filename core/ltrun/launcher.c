@@ -96,6 +96,7 @@ int launcher_connect_client(launcher *L) {
         return -1;
     }
     lt_store_set_timeout(L->client, tmo_ms);
+    L->client_tmo_ms = tmo_ms;
     return 0;
 }
 
@@ -516,9 +517,20 @@ static void report_worker(launcher *L, int local, int st, const lt_status_slot *
                                           : "stopped the other ranks";
     int rank = L->node_rank * L->nproc + local, pid = (int)L->w[local].pid;
     if (words)
-        launcher_say("error: rank %d (host %s, pid %d): %s [%s %s; %s]", rank, L->host, pid, words,
-                     how, where, then);
+        launcher_say("error: rank %d (host %s, pid %d): %.1500s [%s %s; %s]", rank, L->host, pid,
+                     words, how, where, then); /* the bracket survives a long error */
     else launcher_say("rank %d (host %s, pid %d) %s %s; %s", rank, L->host, pid, how, where, then);
+}
+
+void launcher_say_words(launcher *L) {
+    for (int i = 0; i < L->nproc; i++) {
+        int st = L->w[i].status;
+        const char *words = L->w[i].alive ? NULL : worker_words(L, i);
+        /* Exit statuses 128 + N are the stop signal passed on: not a failure. */
+        if (words && WIFEXITED(st) && WEXITSTATUS(st) != 0 && WEXITSTATUS(st) < 128)
+            launcher_say("error: rank %d (host %s, pid %d): %.1500s", L->node_rank * L->nproc + i, L->host,
+                         (int)L->w[i].pid, words);
+    }
 }
 
 /* The reason the first failing rank of the job posted (lt_pg_post_failure)
@@ -537,7 +549,14 @@ static int first_failure(launcher *L, int restart, char *text, size_t n) {
     snprintf(key, sizeof key, LT_FAILURE_KEY "%d", restart);
     void *v = NULL;
     size_t len = 0;
-    if (lt_store_try_get(L->client, key, &v, &len) != LT_OK) return -1;
+    lt_status got = lt_store_try_get(L->client, key, &v, &len);
+    /* Back to the client's own timeout: a later wait (the resume key, an
+     * elastic round) must not inherit this lookup's 2 s. */
+    int tmo = L->client_tmo_ms ? L->client_tmo_ms
+                               : (L->info->rdzv_timeout_s > 0 ? L->info->rdzv_timeout_s : 300) * 1000;
+    lt_store_set_timeout(L->client, tmo);
+    L->client_tmo_ms = tmo;
+    if (got != LT_OK) return -1;
     char buf[1100];
     snprintf(buf, sizeof buf, "%.*s", (int)len, (char *)v);
     free(v);
@@ -557,6 +576,10 @@ void launcher_report(launcher *L, outcome *o, int restart) {
      * is named by the one that saw it go, in the lines below. */
     bool ours = local >= 0 && local < L->nproc && !L->w[local].alive;
     const char *words = ours ? worker_words(L, local) : NULL;
+    /* Its words are its own failure only when they carry what was posted:
+     * a stuck rank's failure is posted by a peer, and what the stuck rank
+     * wrote afterwards (a closed connection) is a consequence. */
+    if (words && !strstr(words, first)) words = NULL;
     if (words) {
         int st = L->w[local].status;
         bool stopped = local != o->local && WIFSIGNALED(st) &&
@@ -696,6 +719,7 @@ static int fixed_job(launcher *L, int cores) {
         if (launcher_start_group(L, restart, resume)) return 1;
         outcome o;
         launcher_supervise(L, &o);
+        if (L->late_signal || o.kind == OUT_SIGNALLED) launcher_say_words(L); /* no report follows */
         if (L->late_signal) {
             rc = 128 + L->late_signal;
             break;

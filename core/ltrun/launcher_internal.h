@@ -55,6 +55,7 @@ struct launcher {
     int threads;
     lt_store_server *srv;
     lt_store *client;
+    int client_tmo_ms;    /* the client's call timeout, restored after short lookups */
     int slot_fd;
     lt_status_slot *slots;
     size_t slots_len;
@@ -90,6 +91,10 @@ void launcher_stop_group(launcher *L, int first_sig);
  * local and left its words (o is then made that rank's outcome); else o's
  * rank, then the first failure's line, last. */
 void launcher_report(launcher *L, outcome *o, int restart);
+/* Where no report follows (ltrun got a stop signal, an elastic round was
+ * stopped): one line for each reaped worker that failed on its own and
+ * left its error in its slot, which nothing else would print. */
+void launcher_say_words(launcher *L);
 bool launcher_cannot_cure(const outcome *o);
 bool launcher_refused(int status);
 

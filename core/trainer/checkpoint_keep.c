@@ -3,7 +3,7 @@
  *
  * A fit claims checkpoint.dirpath before it writes or cleans anything there:
  * an open file description lock on <dirpath>/.lt-run.lock, held until the
- * trainer is freed (the kernel drops it when the process dies, so a killed
+ * fit returns (the kernel drops it when the process dies, so a killed
  * run leaves no stale claim, and ltrun's restarts and elastic rounds take it
  * again). A second run in the same directory would rename the first run's
  * live last.safetensors away and overwrite it, or delete its temp files:

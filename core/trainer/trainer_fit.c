@@ -400,6 +400,9 @@ lt_status lt_trainer_fit(lt_trainer *t) {
         lt_status s2 = LT_STRAT(r)->on_train_end(&r->strategy.ctx, r);
         if (st == LT_OK && s2 != LT_OK) st = lt_run_hook_failed(r, &r->strategy, "on_train_end", s2);
     }
+    /* Fit writes no more checkpoints: another trainer of this program (or
+     * another run) may have the directory now. */
+    lt_checkpoint_release_dir(t);
     return st;
 }
 

@@ -125,7 +125,8 @@ lt_status lt_checkpoint_keep_earlier(lt_trainer *t);
 /* Rank 0 of a fit that saves: creates checkpoint.dirpath and claims it for
  * this trainer (a lock file), refusing a directory another live run holds
  * or one it cannot write into (LT_ERR_INVALID). Released by
- * lt_checkpoint_release_dir (lt_trainer_free) or the process's end. */
+ * lt_checkpoint_release_dir (as lt_trainer_fit returns; lt_trainer_free) or
+ * the process's end. */
 lt_status lt_checkpoint_claim_dir(lt_trainer *t);
 void lt_checkpoint_release_dir(lt_trainer *t);
 /* log_dir.c */

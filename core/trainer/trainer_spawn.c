@@ -265,7 +265,12 @@ static lt_status supervise(lt_trainer *t, pid_t *pids, int *fds, int n, int port
          * status this process returns is the error's, so "failed" says it. */
         char how[128] = "failed";
         if (!stopped && !(WIFEXITED(status) && have && h.error[0])) describe_exit(status, how, sizeof how);
-        const char *words = have && h.error[0] ? h.error : first == rank ? posted : "";
+        /* Its own error, unless the job's first failure was posted for it
+         * by a peer (a stuck rank) and its error is only a consequence. */
+        const char *words = have && h.error[0] && (first != rank || strstr(h.error, posted)) ? h.error
+                            : first == rank && posted[0]                                   ? posted
+                            : have                                                         ? h.error
+                                                                                           : "";
         return lt_run_fail(r, have && h.status ? (lt_status)h.status : LT_ERR_ABORTED,
                            "ddp_spawn: rank %d (pid %d) %s%s%s", rank, (int)p, how,
                            *words ? ": " : "", words);

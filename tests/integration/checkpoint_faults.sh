@@ -272,7 +272,7 @@ U=$IT_TMP/busy
     >"$IT_TMP/holder.out" 2>&1 &
 HOLDER=$!
 IT_PIDS+=($HOLDER)
-for i in $(seq 100); do grep -q "^pid $HOLDER " "$U/checkpoints/.lt-run.lock" 2>/dev/null && break; sleep 0.1; done
+for i in $(seq 600); do grep -q "^pid $HOLDER " "$U/checkpoints/.lt-run.lock" 2>/dev/null && break; sleep 0.1; done
 check "busy: the holder wrote its pid in the lock file" grep -q "^pid $HOLDER on host " "$U/checkpoints/.lt-run.lock"
 fails_with busy1 "checkpoint directory $U/checkpoints is in use by another run (pid $HOLDER on host " \
     "${BASE[@]}" --max-epochs 1 --default-root-dir "$U"
