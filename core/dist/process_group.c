@@ -222,9 +222,24 @@ static void pg_fail(lt_pg *pg, const char *fmt, ...) {
     pg->failed = true;
 }
 
-static void failure_key(char *key, size_t n) {
+static void failure_key(char *key, size_t n, int restart) {
     const char *gen = getenv("LT_RESTART_COUNT");
-    snprintf(key, n, LT_FAILURE_KEY "%s", gen && *gen ? gen : "0");
+    if (restart >= 0) snprintf(key, n, LT_FAILURE_KEY "%d", restart);
+    else snprintf(key, n, LT_FAILURE_KEY "%s", gen && *gen ? gen : "0");
+}
+
+int lt_failure_read(lt_store *s, int restart, char *text, size_t n) {
+    char key[64], buf[1100];
+    failure_key(key, sizeof key, restart);
+    void *v = NULL;
+    size_t len = 0;
+    if (lt_store_try_get(s, key, &v, &len) != LT_OK) return -1;
+    snprintf(buf, sizeof buf, "%.*s", (int)len, (char *)v);
+    free(v);
+    char *tab = strchr(buf, '\t');
+    if (!tab) return -1;
+    snprintf(text, n, "%s", tab + 1);
+    return atoi(buf);
 }
 
 bool lt_pg_failed(const lt_pg *pg) { return pg->failed || (pg->hier && lt_pg_failed(lt_hier_flat(pg->hier))); }
@@ -232,7 +247,7 @@ bool lt_pg_failed(const lt_pg *pg) { return pg->failed || (pg->hier && lt_pg_fai
 static void post_failure_of(lt_pg *pg, int rank, const char *reason) {
     if (pg->fp_off) return;
     char key[64], val[1100];
-    failure_key(key, sizeof key);
+    failure_key(key, sizeof key, -1);
     int n = snprintf(val, sizeof val, "%d\t%s", rank, reason);
     void *cur = NULL;
     size_t len = 0;
@@ -253,18 +268,10 @@ void lt_pg_post_failure(lt_pg *pg, const char *reason) {
  * comparable). */
 static bool peer_failure(lt_pg *pg) {
     if (pg->fp_off) return false;
-    char key[64];
-    failure_key(key, sizeof key);
-    void *v = NULL;
-    size_t len = 0;
-    if (lt_store_try_get(pg->store, key, &v, &len) != LT_OK) return false;
     char text[1100];
-    snprintf(text, sizeof text, "%.*s", (int)len, (char *)v);
-    free(v);
-    char *tab = strchr(text, '\t');
-    int rank = tab ? atoi(text) : -1;
-    if (!tab || rank == pg->global[pg->rank]) return false;
-    pg_fail(pg, "rank %d failed: %s", rank, tab + 1);
+    int rank = lt_failure_read(pg->store, -1, text, sizeof text);
+    if (rank < 0 || rank == pg->global[pg->rank]) return false;
+    pg_fail(pg, "rank %d failed: %s", rank, text);
     return true;
 }
 

@@ -72,6 +72,10 @@ void lt_pg_mem_free(lt_pg_mem *m);
  * peer whose collective then fails reports "rank R failed: <reason>"
  * instead of the symptom it saw. Best effort: the store may be gone. */
 void lt_pg_post_failure(lt_pg *pg, const char *reason);
+/* The first failure posted for restart count `restart` (< 0: this
+ * process's LT_RESTART_COUNT), as the launchers read it: its rank, with the
+ * reason in text, or -1 when none was posted or the store cannot say. */
+int lt_failure_read(lt_store *s, int restart, char *text, size_t n);
 /* Whether a collective of this group failed (its error says why). */
 bool lt_pg_failed(const lt_pg *pg);
 

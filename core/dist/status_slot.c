@@ -1,6 +1,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "launch.h"
 
@@ -10,6 +11,10 @@ lt_status_slot *lt_status_slot_attach(void) {
     int fd = atoi(fd_s), slot = atoi(lr);
     if (fd < 0 || slot < 0 || slot > 4096) return NULL;
     size_t len = (size_t)(slot + 1) * sizeof(lt_status_slot);
+    /* A file shorter than this slot (a LOCAL_RANK that is not ltrun's, an
+     * inherited variable) would fault at the first write: not ltrun's slot. */
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (size_t)sb.st_size < len) return NULL;
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return NULL;
     lt_status_slot *s = (lt_status_slot *)p + slot;

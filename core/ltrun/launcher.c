@@ -545,25 +545,14 @@ static int first_failure(launcher *L, int restart, char *text, size_t n) {
         }
     }
     lt_store_set_timeout(L->client, 2000);
-    char key[64];
-    snprintf(key, sizeof key, LT_FAILURE_KEY "%d", restart);
-    void *v = NULL;
-    size_t len = 0;
-    lt_status got = lt_store_try_get(L->client, key, &v, &len);
+    int rank = lt_failure_read(L->client, restart, text, n);
     /* Back to the client's own timeout: a later wait (the resume key, an
      * elastic round) must not inherit this lookup's 2 s. */
     int tmo = L->client_tmo_ms ? L->client_tmo_ms
                                : (L->info->rdzv_timeout_s > 0 ? L->info->rdzv_timeout_s : 300) * 1000;
     lt_store_set_timeout(L->client, tmo);
     L->client_tmo_ms = tmo;
-    if (got != LT_OK) return -1;
-    char buf[1100];
-    snprintf(buf, sizeof buf, "%.*s", (int)len, (char *)v);
-    free(v);
-    char *tab = strchr(buf, '\t');
-    if (!tab) return -1;
-    snprintf(text, n, "%s", tab + 1);
-    return atoi(buf);
+    return rank;
 }
 
 void launcher_report(launcher *L, outcome *o, int restart) {

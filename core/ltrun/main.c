@@ -41,7 +41,7 @@ int ltrun_exit_status(lt_status st) {
  * once, naming the rank and how far it got (launcher.c); any other process
  * prints it. */
 static void say_error(lt_status st, const char *text) {
-    if (getenv("LT_STATUS_FD") && lt_status_slot_post_error(st, text)) return;
+    if (lt_status_slot_post_error(st, text)) return; /* false without LT_STATUS_FD */
     fprintf(stderr, "ltrun: error: %s\n", text);
 }
 

@@ -16,11 +16,12 @@
  * that fails before it saves anything leaves them where --ckpt-path last
  * finds them. The names without a suffix then always belong to the newest
  * run that saved, which is what --ckpt-path last/best, ltrun's restarts,
- * elastic rounds and a requeued SLURM job read; Lightning's ModelCheckpoint keeps the older file too (it
- * versions the newer name instead, a choice lt cannot copy without breaking
- * those readers). A run resuming from one of these plain files continues
- * it and overwrites as before; one resuming from last-vN keeps them. Only
- * rank 0 writes checkpoints, so only it looks. */
+ * elastic rounds and a requeued SLURM job read; Lightning's ModelCheckpoint
+ * keeps the older file too (it versions the newer name instead, a choice lt
+ * cannot copy without breaking those readers). A run resuming from one of
+ * these plain files continues it and overwrites as before; one resuming
+ * from last-vN keeps them. Only rank 0 writes checkpoints, so only it
+ * looks. */
 #define _GNU_SOURCE /* renameat2, RENAME_NOREPLACE */
 #include <errno.h>
 #include <fcntl.h>
@@ -90,7 +91,7 @@ lt_status lt_checkpoint_keep_earlier(lt_trainer *t) {
 
 lt_status lt_checkpoint_claim_dir(lt_trainer *t) {
     lt_run *r = &t->run;
-    if (!t->opt.ckpt.enabled || r->world.global_rank != 0 || t->ckpt_lock_fd > 0) return LT_OK;
+    if (!t->opt.ckpt.enabled || r->world.global_rank != 0 || t->ckpt_lock_fd >= 0) return LT_OK;
     const char *dir = t->opt.ckpt.dir;
     const char *key = "checkpoint.dirpath (or trainer.default_root_dir)";
     LT_CHECK(lt_mkdirs(r, dir, key));
@@ -123,11 +124,11 @@ lt_status lt_checkpoint_claim_dir(lt_trainer *t) {
     gethostname(host, sizeof host - 1);
     int n = snprintf(who, sizeof who, "pid %d on host %s\n", (int)getpid(), host);
     if (ftruncate(fd, 0) != 0 || pwrite(fd, who, (size_t)n, 0) != n) { /* only for the message */ }
-    t->ckpt_lock_fd = fd + 1; /* 0: none (a calloc'd trainer) */
+    t->ckpt_lock_fd = fd;
     return LT_OK;
 }
 
 void lt_checkpoint_release_dir(lt_trainer *t) {
-    if (t->ckpt_lock_fd > 0) close(t->ckpt_lock_fd - 1);
-    t->ckpt_lock_fd = 0;
+    if (t->ckpt_lock_fd >= 0) close(t->ckpt_lock_fd);
+    t->ckpt_lock_fd = -1;
 }

@@ -9,7 +9,6 @@
 #include "trainer_internal.h"
 #include "model_check.h"
 #include "io/safetensors.h"
-#include "data/data_internal.h"
 
 lt_status lt_run_init_failed(lt_run *r, const lt_ctx *ctx, const lt_model *m, lt_status st) {
     char set[512];
@@ -77,13 +76,7 @@ lt_status lt_trainer_check_data(lt_trainer *t) {
     lt_run *r = &t->run;
     /* A module with setup_data may bring its own data: only a run knows. */
     if (!r->module.loaded || LT_MOD(r)->setup_data) return LT_OK;
-    const lt_data_options *d = &t->opt.data;
-    static const char *const names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char path[1200], err[1024];
-        lt_status st = lt_idx_find(d->dir, names[i], path, sizeof path, err, sizeof err);
-        if (st != LT_OK) return lt_run_fail(r, st, "data.dir = %s (%s): %s", d->dir, d->dir_origin, err);
-    }
-    return LT_OK;
+    char img[1200], lab[1200];
+    LT_CHECK(lt_trainer_split_paths(t, "train", img, lab));
+    return lt_trainer_split_paths(t, "t10k", img, lab);
 }

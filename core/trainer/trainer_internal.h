@@ -27,7 +27,7 @@ struct lt_trainer {
     char log_dir[1024];      /* <root>/lt_logs/version_N, rank 0 */
     char ckpt_path[1024];    /* resume from here (--ckpt-path); "last"/"best" until a loop resolves it */
     bool ckpt_fresh;         /* --ckpt-path last found no checkpoint: fit starts fresh */
-    int ckpt_lock_fd;        /* checkpoint.dirpath's lock file + 1; 0: not claimed */
+    int ckpt_lock_fd;        /* checkpoint.dirpath's lock file; -1: not claimed */
     bool earlier_kept;       /* lt_checkpoint_keep_earlier ran (before the first save) */
     double best_score;
     bool has_best;
@@ -118,6 +118,11 @@ lt_status lt_checkpoint_check_model(lt_trainer *t, const char *path, const lt_ck
 struct lt_st_tensor;
 lt_status lt_checkpoint_match_tensor(lt_run *r, const char *path, const struct lt_st_tensor *t,
                                      const lt_param *p, lt_dtype dt, const char *saved_precision);
+/* trainer_worker.c: the image and label files of one split of data.dir
+ * ("train", "t10k"), each gzip or plain (lt_idx_find); a missing file or a
+ * data.dir that is not a directory fails naming the key, its origin and
+ * the fix. */
+lt_status lt_trainer_split_paths(lt_trainer *t, const char *split, char img[1200], char lab[1200]);
 /* checkpoint_keep.c: before the first save of a fit that does not resume
  * from checkpoint.dirpath's last or best itself, renames them to the
  * lowest free last-vN/best-vN (rank 0 only). */

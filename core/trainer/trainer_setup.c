@@ -736,33 +736,43 @@ static lt_status resolve_options(lt_trainer *t) {
     return LT_OK;
 }
 
-/* Each loaded plugin's check_params (ABI 1.9, lt/abi.h): a bad value is
- * refused here, once, by ltrun --check or before ltrun starts a worker,
- * rather than by every rank's setup. Tables are resolved to full size, so
- * an older plugin's hook reads NULL. */
-static lt_status check_plugin_params(lt_run *r) {
-    typedef lt_status (*check_fn)(lt_ctx *);
-    struct { lt_plugin *p; check_fn fn; } all[] = {
-        {&r->accel, LT_ACC(r)->check_params},
-        {&r->precision, LT_PREC(r)->check_params},
-        {&r->strategy, LT_STRAT(r)->check_params},
-        {&r->env, LT_ENV(r)->check_params},
-        {&r->backend, r->backend.loaded ? LT_BACKEND(r)->check_params : NULL},
-        {&r->node_backend, r->node_backend.loaded
-                               ? ((const lt_backend_desc *)r->node_backend.desc)->check_params
-                               : NULL},
-    };
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        if (!all[i].fn) continue;
-        lt_ctx *c = &all[i].p->ctx;
-        lt_clear_error(); /* a refusal without a message must not show an earlier one */
-        lt_status st = all[i].fn(c);
-        if (st != LT_OK) {
-            const char *msg = lt_last_error(c);
-            return lt_run_fail(r, st, "%s '%s': %s", lt_kind_name(c->kind),
-                               c->name, *msg ? msg : "check_params refused a parameter without a message");
-        }
+typedef lt_status (*check_fn)(lt_ctx *);
+
+/* A resolved table's check_params (ABI 1.9, lt/abi.h; NULL for an older
+ * plugin: tables are resolved to full size). Modules have none: their
+ * init judges. */
+static check_fn check_params_of(lt_kind kind, const lt_plugin_header *d) {
+    switch (kind) {
+    case LT_KIND_ACCELERATOR: return ((const lt_accelerator_desc *)d)->check_params;
+    case LT_KIND_STRATEGY: return ((const lt_strategy_desc *)d)->check_params;
+    case LT_KIND_PRECISION: return ((const lt_precision_desc *)d)->check_params;
+    case LT_KIND_ENVIRONMENT: return ((const lt_environment_desc *)d)->check_params;
+    case LT_KIND_BACKEND: return ((const lt_backend_desc *)d)->check_params;
+    default: return NULL;
     }
+}
+
+/* One plugin's check_params through c; a refusal is one line, after
+ * `where` ("" or "config section [..]: "). */
+static lt_status judge_params(lt_run *r, const lt_plugin_header *d, lt_ctx *c, const char *where) {
+    check_fn fn = check_params_of(c->kind, d);
+    if (!fn) return LT_OK;
+    lt_clear_error(); /* a refusal without a message must not show an earlier one */
+    lt_status st = fn(c);
+    if (st == LT_OK) return LT_OK;
+    const char *msg = lt_last_error(c);
+    return lt_run_fail(r, st, "%s%s '%s': %s", where, lt_kind_name(c->kind), c->name,
+                       *msg ? msg : "check_params refused a parameter without a message");
+}
+
+/* Each loaded plugin's check_params: a bad value is refused here, once, by
+ * ltrun --check or before ltrun starts a worker, rather than by every
+ * rank's setup. */
+static lt_status check_plugin_params(lt_run *r) {
+    lt_plugin *all[] = {&r->accel, &r->precision, &r->strategy,
+                        &r->env, &r->backend, &r->node_backend};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->loaded) LT_CHECK(judge_params(r, all[i]->desc, &all[i]->ctx, ""));
     return LT_OK;
 }
 
@@ -770,34 +780,16 @@ static lt_status check_plugin_params(lt_run *r) {
  * beside shm) has its values judged too, from that section alone: it is
  * what the next run that picks it would refuse. */
 static lt_status check_named_params(lt_run *r, const section_visit *sv) {
-    typedef lt_status (*check_fn)(lt_ctx *);
     for (int i = 0; i < sv->n; i++) {
         const lt_plugin_header *d = sv->named[i].d;
-        check_fn fn = NULL;
-        switch (sv->named[i].kind) {
-        case LT_KIND_ACCELERATOR: fn = ((const lt_accelerator_desc *)d)->check_params; break;
-        case LT_KIND_STRATEGY: fn = ((const lt_strategy_desc *)d)->check_params; break;
-        case LT_KIND_PRECISION: fn = ((const lt_precision_desc *)d)->check_params; break;
-        case LT_KIND_ENVIRONMENT: fn = ((const lt_environment_desc *)d)->check_params; break;
-        case LT_KIND_BACKEND: fn = ((const lt_backend_desc *)d)->check_params; break;
-        default: break; /* modules have no check_params: their init judges */
-        }
-        if (!fn) continue;
         lt_ctx c;
         lt_ctx_init(&c, sv->named[i].kind, d->name, d, r->config);
         c.owner = r;
         c.section_only = true;
-        lt_clear_error();
-        lt_status st = fn(&c);
-        if (st != LT_OK) {
-            const char *msg = lt_last_error(&c);
-            char sec[96];
-            snprintf(sec, sizeof sec, "%s.%s", lt_kind_name(c.kind), c.name);
-            for (char *p = sec; *p; p++) *p = (char)tolower((unsigned char)*p);
-            return lt_run_fail(r, st, "config section [%s]: %s '%s': %s", sec,
-                               lt_kind_name(c.kind), c.name,
-                               *msg ? msg : "check_params refused a parameter without a message");
-        }
+        char where[128];
+        snprintf(where, sizeof where, "config section [%s.%s]: ", lt_kind_name(c.kind), c.name);
+        for (char *p = where; *p; p++) *p = (char)tolower((unsigned char)*p);
+        LT_CHECK(judge_params(r, d, &c, where));
     }
     return LT_OK;
 }
@@ -854,6 +846,7 @@ lt_status lt_trainer_new(const lt_trainer_args *args, lt_trainer **out, char *er
     memcpy(&a, args, args->struct_size < sizeof a ? args->struct_size : sizeof a);
     lt_trainer *t = calloc(1, sizeof *t);
     if (!t) { snprintf(err, errlen, "out of memory"); return LT_ERR_NOMEM; }
+    t->ckpt_lock_fd = -1;
     lt_status st = resolve(t, &a);
     if (st != LT_OK) {
         snprintf(err, errlen, "%s", t->run.error);

@@ -198,20 +198,9 @@ static int posted_failure(int port, char *text, size_t n) {
     char err[256];
     if (lt_store_connect("127.0.0.1", port, NULL, 2000, &s, err, sizeof err) != LT_OK) return -1;
     lt_store_set_timeout(s, 2000);
-    const char *gen = getenv("LT_RESTART_COUNT"); /* the key lt_pg_post_failure used */
-    char key[64], buf[1100];
-    snprintf(key, sizeof key, LT_FAILURE_KEY "%s", gen && *gen ? gen : "0");
-    void *v = NULL;
-    size_t len = 0;
-    lt_status st = lt_store_try_get(s, key, &v, &len);
+    int rank = lt_failure_read(s, -1, text, n); /* the key lt_pg_post_failure used */
     lt_store_close(s);
-    if (st != LT_OK) return -1;
-    snprintf(buf, sizeof buf, "%.*s", (int)len, (char *)v);
-    free(v);
-    char *tab = strchr(buf, '\t');
-    if (!tab) return -1;
-    snprintf(text, n, "%s", tab + 1);
-    return atoi(buf);
+    return rank;
 }
 
 /* Waits up to secs for pid to exit on its own; true (with its status) if it did. */

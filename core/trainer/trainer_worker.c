@@ -223,21 +223,27 @@ static lt_status make_loader(lt_trainer *t, const lt_dataset *ds, int64_t batch,
     return LT_OK;
 }
 
-/* One split of data.dir ("train", "t10k"): each file gzip or plain
- * (lt_idx_find); errors name the key, its origin and value. */
-static lt_status open_split(lt_trainer *t, const char *split, const char *cache, lt_dataset *out) {
-    lt_run *r = &t->run;
+lt_status lt_trainer_split_paths(lt_trainer *t, const char *split, char img[1200], char lab[1200]) {
     const lt_data_options *d = &t->opt.data;
-    char err[1024], name[64], img[1200], lab[1200];
+    char err[1024], name[64];
     snprintf(name, sizeof name, "%s-images-idx3-ubyte", split);
-    lt_status st = lt_idx_find(d->dir, name, img, sizeof img, err, sizeof err);
+    lt_status st = lt_idx_find(d->dir, name, img, 1200, err, sizeof err);
     snprintf(name, sizeof name, "%s-labels-idx1-ubyte", split);
-    if (st == LT_OK) st = lt_idx_find(d->dir, name, lab, sizeof lab, err, sizeof err);
-    if (st == LT_OK)
-        st = lt_idx_dataset_open_cached(img, lab, d->mean, d->std, d->num_classes, cache, out, err,
-                                        sizeof err);
+    if (st == LT_OK) st = lt_idx_find(d->dir, name, lab, 1200, err, sizeof err);
     if (st != LT_OK)
-        return lt_run_fail(r, st, "data.dir = %s (%s): %s", d->dir, d->dir_origin, err);
+        return lt_run_fail(&t->run, st, "data.dir = %s (%s): %s", d->dir, d->dir_origin, err);
+    return LT_OK;
+}
+
+/* One split of data.dir, opened through the decoded-image cache. */
+static lt_status open_split(lt_trainer *t, const char *split, const char *cache, lt_dataset *out) {
+    const lt_data_options *d = &t->opt.data;
+    char err[1024], img[1200], lab[1200];
+    LT_CHECK(lt_trainer_split_paths(t, split, img, lab));
+    lt_status st = lt_idx_dataset_open_cached(img, lab, d->mean, d->std, d->num_classes, cache, out,
+                                              err, sizeof err);
+    if (st != LT_OK)
+        return lt_run_fail(&t->run, st, "data.dir = %s (%s): %s", d->dir, d->dir_origin, err);
     return LT_OK;
 }
 

@@ -49,6 +49,16 @@ cli positional train.ini
 check "a bare train.ini: exits 2 and points at --config ($RC)" bash -c "[ $RC -eq 2 ] && grep -q \
     \"^ltrun: error: unknown option 'train.ini'; a config file is named with --config train.ini\$\" '$IT_TMP/positional.err'"
 
+# LT_STATUS_FD is ltrun's own hand-off to its workers. Set by anything else
+# (an inherited variable, a file too short for the slot), an error must
+# still be printed, not written into that file.
+head -c 100 /dev/zero >"$IT_TMP/short_slot"
+( exec 3<>"$IT_TMP/short_slot"; LT_STATUS_FD=3 LOCAL_RANK=0 "$LTRUN" --config "$IT_TMP/none.ini" ) \
+    >"$IT_TMP/slotenv.out" 2>"$IT_TMP/slotenv.err"
+RC=$?
+check "a stray LT_STATUS_FD: the error is printed, exit 2 ($RC)" bash -c \
+    "[ $RC -eq 2 ] && grep -q \"^ltrun: error: cannot open config file\" '$IT_TMP/slotenv.err'"
+
 echo "ltrun_cli: --list-plugins"
 cli list --list-plugins --plugin-dir "$PLUGINS"
 check "--list-plugins exits 0" [ "$RC" -eq 0 ]
