@@ -1,11 +1,13 @@
 /* Convolution lowering (im2col and its adjoint col2im) and max pooling.
  * The GEMMs of a convolution run through gemm.c; these only move data.
+ * Unit-stride im2col and col2im go through a padded copy (conv_padded.c).
  * f32, f64, f16 and bf16: im2col and max_pool_fwd copy elements as stored
  * (compared in fp32); the 16-bit col2im sums in fp32 and rounds once
  * (DEF_COL2IM_HALF); max_pool_bwd sums in fp32 and rounds once (see there). */
 #include <math.h>
 #include <string.h>
 #include "cast_simd.h"
+#include "conv_padded.h"
 #include "cpu_internal.h"
 #include "common/kernel_args.h"
 
@@ -34,6 +36,7 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
 #define POOL_STAGE 4096 /* floats: a 16-bit plane widened at once */
 #define DEF_CONV(T, S, C, LD, ST)                                                            \
     static CPU_HOT void im2col_##S(const T *x, const lt_conv_geom *g, T *col) {              \
+        if (cpu_im2col_padded_##S(x, g, col)) return;                                        \
         int64_t plane = g->oh * g->ow;                                                       \
         for (int64_t c = 0; c < g->c; c++)                                                   \
             for (int64_t i = 0; i < g->kh; i++)                                              \
@@ -155,6 +158,34 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
      * pass over dy instead of a search of every window per element (the   \
      * gather made this kernel a third of the CNN example's step). An      \
      * argmax outside its own window is ignored, as the gather ignores it. */ \
+    /* The CNN case again (2x2, stride 2, no padding) with beta 0: each                      \
+     * window's four elements are written, dy at its argmax and 0 elsewhere,                 \
+     * so dx needs no zeroing pass first and no division per output to find                 \
+     * the element (together half of the disjoint loop's time); an argmax                   \
+     * outside its window matches none of the four. A last row or column no                  \
+     * window covers (odd h or w) is zeroed. */                                              \
+    static CPU_HOT void max_pool_bwd_2x2_##S(const T *dy, const int32_t *arg,                \
+                                             const lt_conv_geom *g, T *dx) {                 \
+        int64_t plane = g->h * g->w, per = g->oh * g->ow, w = g->w;                          \
+        for (int64_t p = 0; p < g->c; p++) {                                                 \
+            T *d = dx + p * plane;                                                           \
+            for (int64_t oy = 0; oy < g->oh; oy++) {                                         \
+                T *r0 = d + 2 * oy * w, *r1 = r0 + w;                                        \
+                const T *v = dy + p * per + oy * g->ow;                                      \
+                const int32_t *am = arg + p * per + oy * g->ow;                              \
+                for (int64_t ox = 0; ox < g->ow; ox++) {                                     \
+                    int64_t a = am[ox] - 2 * oy * w - 2 * ox;                                \
+                    r0[2 * ox] = a == 0 ? v[ox] : (T)0;                                      \
+                    r0[2 * ox + 1] = a == 1 ? v[ox] : (T)0;                                  \
+                    r1[2 * ox] = a == w ? v[ox] : (T)0;                                      \
+                    r1[2 * ox + 1] = a == w + 1 ? v[ox] : (T)0;                              \
+                }                                                                            \
+                for (int64_t ix = 2 * g->ow; ix < w; ix++) r0[ix] = r1[ix] = 0;              \
+            }                                                                                \
+            if (2 * g->oh < g->h)                                                            \
+                memset(d + 2 * g->oh * w, 0, (size_t)((g->h - 2 * g->oh) * w) * sizeof(T)); \
+        }                                                                                    \
+    }                                                                                        \
     static void max_pool_bwd_disjoint_##S(const T *dy, const int32_t *arg,                   \
                                           const lt_conv_geom *g, T *dx, C beta) {            \
         int64_t plane = g->h * g->w, per = g->oh * g->ow;                                    \
@@ -180,6 +211,11 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
     static void max_pool_bwd_##S(const T *dy, const int32_t *arg, const lt_conv_geom *g,     \
                                  T *dx, C beta) {                                            \
         int64_t per = g->oh * g->ow;                                                         \
+        if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 &&           \
+            g->pw == 0 && beta == 0) {                                                       \
+            max_pool_bwd_2x2_##S(dy, arg, g, dx);                                            \
+            return;                                                                          \
+        }                                                                                    \
         if (g->kh <= g->sh && g->kw <= g->sw && (beta == 0 || beta == 1)) {                  \
             max_pool_bwd_disjoint_##S(dy, arg, g, dx, beta);                                 \
             return;                                                                          \
@@ -209,6 +245,7 @@ CPU_FOR_FLOAT_TYPES(DEF_CONV)
 
 #define DEF_COL2IM(T, S, C, LD, ST)                                                          \
     static CPU_HOT void col2im_##S(const T *col, const lt_conv_geom *g, T *x, C beta) {      \
+        if (cpu_col2im_padded_##S(col, g, x, beta)) return;                                  \
         int64_t n = g->c * g->h * g->w, plane = g->oh * g->ow;                               \
         if (beta == 0)                                                                       \
             memset(x, 0, (size_t)n * sizeof(T));                                             \

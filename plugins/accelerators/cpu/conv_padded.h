@@ -1,0 +1,22 @@
+/* Unit-stride im2col and col2im through a zero-padded copy of each channel
+ * (conv_padded.c). Each returns false, having written nothing, for a
+ * geometry it does not take (stride above 1, a padded plane above 4096
+ * elements, an output row shorter than one 32-byte vector); conv.c's
+ * general loops run those. Same arguments and results as cpu_im2col and
+ * cpu_col2im (lt/accelerator.h), geometry already checked. */
+#ifndef LT_CPU_CONV_PADDED_H
+#define LT_CPU_CONV_PADDED_H
+
+#include <stdbool.h>
+#include "cpu_internal.h"
+
+#define DECL_PADDED_IM2COL(T, S, C, LD, ST)                                                  \
+    bool cpu_im2col_padded_##S(const T *x, const lt_conv_geom *g, T *col);
+CPU_FOR_FLOAT_TYPES(DECL_PADDED_IM2COL)
+#define DECL_PADDED_COL2IM(T, S, C, LD, ST)                                                  \
+    bool cpu_col2im_padded_##S(const T *col, const lt_conv_geom *g, T *x, T beta);
+CPU_FOR_WIDE_TYPES(DECL_PADDED_COL2IM)
+#undef DECL_PADDED_IM2COL
+#undef DECL_PADDED_COL2IM
+
+#endif
