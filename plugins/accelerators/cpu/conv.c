@@ -1,6 +1,7 @@
 /* Convolution lowering (im2col and its adjoint col2im) and max pooling.
  * The GEMMs of a convolution run through gemm.c; these only move data.
- * Unit-stride im2col and col2im go through a padded copy (conv_padded.c).
+ * Unit-stride im2col and col2im go through a padded copy (conv_padded.c),
+ * f32's 2x2 pooling through vectors (pool_2x2.c).
  * f32, f64, f16 and bf16: im2col and max_pool_fwd copy elements as stored
  * (compared in fp32); the 16-bit col2im sums in fp32 and rounds once
  * (DEF_COL2IM_HALF); max_pool_bwd sums in fp32 and rounds once (see there). */
@@ -8,6 +9,7 @@
 #include <string.h>
 #include "cast_simd.h"
 #include "conv_padded.h"
+#include "pool_2x2.h"
 #include "cpu_internal.h"
 #include "common/kernel_args.h"
 
@@ -116,6 +118,9 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
     }                                                                                        \
     static void max_pool_fwd_##S(const T *x, const lt_conv_geom *g, T *y, int32_t *arg) {    \
         if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0) { \
+            if (CPU_DTYPE_##S == LT_F32 &&                                                   \
+                cpu_max_pool_2x2_fwd_f32((const float *)x, g, (float *)y, arg))             \
+                return;                                                                      \
             float stage[POOL_STAGE];                                                         \
             cpu_cast_fn widen = cpu_cast_f16_stage(CPU_DTYPE_##S);                           \
             max_pool_2x2_##S(x, g, y, arg, widen, stage);                                    \
@@ -166,6 +171,9 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
      * window covers (odd h or w) is zeroed. */                                              \
     static CPU_HOT void max_pool_bwd_2x2_##S(const T *dy, const int32_t *arg,                \
                                              const lt_conv_geom *g, T *dx) {                 \
+        if (CPU_DTYPE_##S == LT_F32 &&                                                       \
+            cpu_max_pool_2x2_bwd_f32((const float *)dy, arg, g, (float *)dx))                \
+            return;                                                                          \
         int64_t plane = g->h * g->w, per = g->oh * g->ow, w = g->w;                          \
         for (int64_t p = 0; p < g->c; p++) {                                                 \
             T *d = dx + p * plane;                                                           \

@@ -58,17 +58,27 @@ static bool padded_fits(const lt_conv_geom *g, size_t es) {
 CPU_FOR_FLOAT_TYPES(DEF_PADDED_IM2COL)
 
 #define DEF_PADDED_COL2IM(T, S, C, LD, ST)                                                   \
-    /* dst[0:n] += src[0:n]: whole vectors, then one element at a time */                    \
+    /* dst[0:n] += src[0:n]: 32-byte vectors, then one of 16 and one of 8                    \
+     * bytes, then an element, as what is left needs (an overlapping last                    \
+     * vector would load what the vector before it just stored, and stall). */               \
     static ALWAYS_INLINE void add_row_##S(T *restrict dst, const T *restrict src, int64_t n) { \
-        typedef T vec __attribute__((vector_size(VBYTES)));                                  \
-        enum { V = VBYTES / sizeof(T) };                                                     \
+        typedef T v32 __attribute__((vector_size(32)));                                      \
+        typedef T v16 __attribute__((vector_size(16)));                                      \
         int64_t e = 0;                                                                       \
-        for (; e + V <= n; e += V) {                                                         \
-            vec a, b;                                                                        \
-            memcpy(&a, dst + e, VBYTES);                                                     \
-            memcpy(&b, src + e, VBYTES);                                                     \
+        for (; e + (int64_t)(32 / sizeof(T)) <= n; e += 32 / sizeof(T)) {                    \
+            v32 a, b;                                                                        \
+            memcpy(&a, dst + e, 32);                                                         \
+            memcpy(&b, src + e, 32);                                                         \
             a += b;                                                                          \
-            memcpy(dst + e, &a, VBYTES);                                                     \
+            memcpy(dst + e, &a, 32);                                                         \
+        }                                                                                    \
+        if (e + (int64_t)(16 / sizeof(T)) <= n) {                                            \
+            v16 a, b;                                                                        \
+            memcpy(&a, dst + e, 16);                                                         \
+            memcpy(&b, src + e, 16);                                                         \
+            a += b;                                                                          \
+            memcpy(dst + e, &a, 16);                                                         \
+            e += 16 / sizeof(T);                                                             \
         }                                                                                    \
         for (; e < n; e++) dst[e] += src[e];                                                 \
     }                                                                                        \
