@@ -7,7 +7,7 @@
  * AMD EPYC, batch 64).
  *
  * Taken for stride 1 when the padded plane fits PAD_PLANE elements and an
- * output row holds a whole vector; other geometries return false and run
+ * output row holds at least 16 bytes; other geometries return false and run
  * the general loops in conv.c. col2im here is f32 and f64 only (the 16-bit
  * one sums in fp32 blocks of its own) and adds in the general loop's order,
  * so its results are the same, bit for bit. */
@@ -16,24 +16,28 @@
 #include <string.h>
 
 #define PAD_PLANE 4096 /* elements: a 64 x 64 padded plane */
-#define VBYTES 32      /* one AVX2 vector; two SSE ones in the baseline clone */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 /* Whether the padded path takes this geometry for elements of `es` bytes. */
 static bool padded_fits(const lt_conv_geom *g, size_t es) {
     return g->sh == 1 && g->sw == 1 && (g->h + 2 * g->ph) * (g->w + 2 * g->pw) <= PAD_PLANE &&
-           g->ow * (int64_t)es >= VBYTES;
+           g->ow * (int64_t)es >= 16;
 }
 
 #define DEF_PADDED_IM2COL(T, S, C, LD, ST)                                                   \
-    /* dst[0:n] = src[0:n], n at least one vector: whole vectors, the last one               \
-     * overlapping the one before (constant-size memcpy compiles to one load                 \
-     * and one store). */                                                                   \
+    /* dst[0:n] = src[0:n], n at least 16 bytes: whole 32-byte vectors, the                  \
+     * last one overlapping the one before, or two overlapping 16-byte ones                  \
+     * (a constant-size memcpy compiles to one load and one store). */                       \
     static ALWAYS_INLINE void copy_row_##S(T *restrict dst, const T *restrict src, int64_t n) { \
-        enum { V = VBYTES / sizeof(T) };                                                     \
+        enum { V = 32 / sizeof(T), H = 16 / sizeof(T) };                                     \
+        if (n < V) {                                                                         \
+            memcpy(dst, src, 16);                                                            \
+            memcpy(dst + n - H, src + n - H, 16);                                            \
+            return;                                                                          \
+        }                                                                                    \
         int64_t e = 0;                                                                       \
-        for (; e + V <= n; e += V) memcpy(dst + e, src + e, VBYTES);                         \
-        if (e < n) memcpy(dst + n - V, src + n - V, VBYTES);                                 \
+        for (; e + V <= n; e += V) memcpy(dst + e, src + e, 32);                             \
+        if (e < n) memcpy(dst + n - V, src + n - V, 32);                                     \
     }                                                                                        \
     CPU_HOT bool cpu_im2col_padded_##S(const T *x, const lt_conv_geom *g, T *col) {          \
         if (!padded_fits(g, sizeof(T))) return false;                                        \

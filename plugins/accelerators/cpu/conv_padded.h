@@ -1,7 +1,7 @@
 /* Unit-stride im2col and col2im through a zero-padded copy of each channel
  * (conv_padded.c). Each returns false, having written nothing, for a
  * geometry it does not take (stride above 1, a padded plane above 4096
- * elements, an output row shorter than one 32-byte vector); conv.c's
+ * elements, an output row shorter than 16 bytes); conv.c's
  * general loops run those. Same arguments and results as cpu_im2col and
  * cpu_col2im (lt/accelerator.h), geometry already checked. */
 #ifndef LT_CPU_CONV_PADDED_H

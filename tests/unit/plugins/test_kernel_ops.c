@@ -1267,12 +1267,12 @@ static const geom_in GEOMS[] = {
     {1, 9, 9, 2, 2, 3, 3, 0, 0},    {1, 1, 1, 3, 3, 1, 1, 1, 1},   {3, 65, 17, 3, 3, 1, 1, 1, 1},
     {1, 6, 7, 3, 2, 3, 2, 1, 1},    {2, 3, 257, 1, 7, 1, 3, 0, 3},
     /* the CNN example's (cpu: unit stride through a padded plane where a row
-     * holds a 32-byte vector; 2x2 pooling by windows), a 64 x 64 padded plane
+     * holds 16 bytes; 2x2 pooling by windows), a 64 x 64 padded plane
      * (the largest the padded path takes) and 65 x 65 (the general loops),
-     * a 2 x 3 kernel with uneven padding, odd 2x2 pooling */
+     * a 2 x 3 kernel with uneven padding, odd 2x2 pooling, 16-byte rows of f64 */
     {32, 14, 14, 3, 3, 1, 1, 1, 1}, {1, 28, 28, 3, 3, 1, 1, 1, 1}, {2, 62, 62, 3, 3, 1, 1, 1, 1},
     {1, 63, 63, 3, 3, 1, 1, 1, 1},  {2, 9, 12, 2, 3, 1, 1, 0, 2},  {2, 14, 14, 2, 2, 2, 2, 0, 0},
-    {1, 5, 9, 2, 2, 2, 2, 0, 0},
+    {1, 5, 9, 2, 2, 2, 2, 0, 0},    {2, 3, 2, 3, 3, 1, 1, 1, 1},
 };
 
 static lt_conv_geom geom_of(const geom_in *g) {
