@@ -1,7 +1,7 @@
 /* Convolution lowering (im2col and its adjoint col2im) and max pooling.
  * The GEMMs of a convolution run through gemm.c; these only move data.
  * Unit-stride im2col and col2im go through a padded copy (conv_padded.c),
- * f32's 2x2 pooling through vectors (pool_2x2.c).
+ * 2x2 pooling through vectors (pool_2x2.c).
  * f32, f64, f16 and bf16: im2col and max_pool_fwd copy elements as stored
  * (compared in fp32); the 16-bit col2im sums in fp32 and rounds once
  * (DEF_COL2IM_HALF); max_pool_bwd sums in fp32 and rounds once (see there). */
@@ -35,6 +35,11 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
     *hi = b;
 }
 
+/* pool_2x2.c's nan_min: the magnitude bits of a 16-bit infinity */
+#define CPU_NAN_MIN_f32 0
+#define CPU_NAN_MIN_f64 0
+#define CPU_NAN_MIN_f16 0x7c00
+#define CPU_NAN_MIN_bf16 0x7f80
 #define POOL_STAGE 4096 /* floats: a 16-bit plane widened at once */
 #define DEF_CONV(T, S, C, LD, ST)                                                            \
     static CPU_HOT void im2col_##S(const T *x, const lt_conv_geom *g, T *col) {              \
@@ -118,8 +123,11 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
     }                                                                                        \
     static void max_pool_fwd_##S(const T *x, const lt_conv_geom *g, T *y, int32_t *arg) {    \
         if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0) { \
-            if (CPU_DTYPE_##S == LT_F32 &&                                                   \
-                cpu_max_pool_2x2_fwd_f32((const float *)x, g, (float *)y, arg))             \
+            if (CPU_DTYPE_##S == LT_F32                                                      \
+                    ? cpu_max_pool_2x2_fwd_f32((const float *)x, g, (float *)y, arg, 0)     \
+                    : sizeof(T) == 2 &&                                                      \
+                          cpu_max_pool_2x2_fwd_u16((const uint16_t *)x, g, (uint16_t *)y,   \
+                                                   arg, CPU_NAN_MIN_##S))                    \
                 return;                                                                      \
             float stage[POOL_STAGE];                                                         \
             cpu_cast_fn widen = cpu_cast_f16_stage(CPU_DTYPE_##S);                           \
@@ -171,8 +179,10 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
      * window covers (odd h or w) is zeroed. */                                              \
     static CPU_HOT void max_pool_bwd_2x2_##S(const T *dy, const int32_t *arg,                \
                                              const lt_conv_geom *g, T *dx) {                 \
-        if (CPU_DTYPE_##S == LT_F32 &&                                                       \
-            cpu_max_pool_2x2_bwd_f32((const float *)dy, arg, g, (float *)dx))                \
+        if (CPU_DTYPE_##S == LT_F32                                                          \
+                ? cpu_max_pool_2x2_bwd_f32((const float *)dy, arg, g, (float *)dx)           \
+                : sizeof(T) == 2 &&                                                          \
+                      cpu_max_pool_2x2_bwd_u16((const uint16_t *)dy, arg, g, (uint16_t *)dx)) \
             return;                                                                          \
         int64_t plane = g->h * g->w, per = g->oh * g->ow, w = g->w;                          \
         for (int64_t p = 0; p < g->c; p++) {                                                 \
@@ -355,6 +365,7 @@ CPU_FOR_WIDE_TYPES(DEF_COL2IM)
         C acc[COL2IM_BLOCK];                                                                 \
         float stage[COL2IM_STAGE];                                                           \
         cpu_cast_fn widen = cpu_cast_f16_stage(CPU_DTYPE_##S);                               \
+        if (cpu_col2im_padded_##S(col, g, x, beta, widen)) return;                           \
         if (g->w <= COL2IM_BLOCK) col2im_rows_##S(col, g, x, beta, acc, widen, stage);       \
         else col2im_wide_##S(col, g, x, beta, acc);                                          \
     }

@@ -8,9 +8,10 @@
  *
  * Taken for stride 1 when the padded plane fits PAD_PLANE elements and an
  * output row holds at least 16 bytes; other geometries return false and run
- * the general loops in conv.c. col2im here is f32 and f64 only (the 16-bit
- * one sums in fp32 blocks of its own) and adds in the general loop's order,
- * so its results are the same, bit for bit. */
+ * the general loops in conv.c. col2im adds in the general loops' order
+ * (beta x first, then kernel row i, column j), so its results are theirs,
+ * bit for bit; for f16 and bf16 it sums in an fp32 plane and rounds each
+ * element once, as conv.c's 16-bit col2im does. */
 #include "conv_padded.h"
 
 #include <string.h>
@@ -115,3 +116,48 @@ CPU_FOR_FLOAT_TYPES(DEF_PADDED_IM2COL)
         return true;                                                                         \
     }
 CPU_FOR_WIDE_TYPES(DEF_PADDED_COL2IM)
+
+/* The 16-bit col2im: each col row widened to fp32 (a kernel row's block at
+ * once through `widen`, F16C's loop, when given; else element by element,
+ * a shift for bf16) and added into an fp32 padded plane, rounded once into
+ * x. */
+#define DEF_PADDED_COL2IM_HALF(T, S, C, LD, ST)                                              \
+    static ALWAYS_INLINE void add_wide_row_##S(float *restrict dst, const T *restrict src,   \
+                                               int64_t n) {                                  \
+        for (int64_t e = 0; e < n; e++) dst[e] += LD(src[e]);                                \
+    }                                                                                        \
+    CPU_HOT bool cpu_col2im_padded_##S(const T *col, const lt_conv_geom *g, T *x, float beta, \
+                                       cpu_cast_fn widen) {                                  \
+        if (!padded_fits(g, sizeof(T))) return false;                                        \
+        int64_t pw = g->w + 2 * g->pw, plane = g->oh * g->ow;                                \
+        float acc[PAD_PLANE], stage[PAD_PLANE]; /* plane <= the padded plane */              \
+        memset(acc, 0, (size_t)(pw * (g->h + 2 * g->ph)) * sizeof(float));                   \
+        for (int64_t c = 0; c < g->c; c++) {                                                 \
+            T *xc = x + c * g->h * g->w;                                                     \
+            for (int64_t iy = 0; iy < g->h; iy++) {                                          \
+                float *a = acc + (iy + g->ph) * pw + g->pw;                                  \
+                const T *xr = xc + iy * g->w;                                                \
+                for (int64_t ix = 0; ix < g->w; ix++) a[ix] = beta == 0 ? 0 : beta * LD(xr[ix]); \
+            }                                                                                \
+            for (int64_t i = 0; i < g->kh; i++)                                              \
+                for (int64_t j = 0; j < g->kw; j++) {                                        \
+                    const T *row = col + ((c * g->kh + i) * g->kw + j) * plane;              \
+                    float *dst = acc + i * pw + j;                                           \
+                    if (widen) {                                                             \
+                        widen(stage, row, plane);                                            \
+                        for (int64_t oy = 0; oy < g->oh; oy++)                               \
+                            add_row_f32(dst + oy * pw, stage + oy * g->ow, g->ow);           \
+                    } else {                                                                 \
+                        for (int64_t oy = 0; oy < g->oh; oy++)                               \
+                            add_wide_row_##S(dst + oy * pw, row + oy * g->ow, g->ow);        \
+                    }                                                                        \
+                }                                                                            \
+            for (int64_t iy = 0; iy < g->h; iy++) {                                          \
+                const float *a = acc + (iy + g->ph) * pw + g->pw;                            \
+                T *xr = xc + iy * g->w;                                                      \
+                for (int64_t ix = 0; ix < g->w; ix++) xr[ix] = ST(a[ix]);                    \
+            }                                                                                \
+        }                                                                                    \
+        return true;                                                                         \
+    }
+CPU_FOR_HALF_TYPES(DEF_PADDED_COL2IM_HALF)

@@ -8,6 +8,7 @@
 #define LT_CPU_CONV_PADDED_H
 
 #include <stdbool.h>
+#include "cast_simd.h"
 #include "cpu_internal.h"
 
 #define DECL_PADDED_IM2COL(T, S, C, LD, ST)                                                  \
@@ -16,7 +17,14 @@ CPU_FOR_FLOAT_TYPES(DECL_PADDED_IM2COL)
 #define DECL_PADDED_COL2IM(T, S, C, LD, ST)                                                  \
     bool cpu_col2im_padded_##S(const T *col, const lt_conv_geom *g, T *x, T beta);
 CPU_FOR_WIDE_TYPES(DECL_PADDED_COL2IM)
+/* 16-bit: summed in fp32, rounded once; widen: F16C's f16 -> f32 loop, or
+ * NULL to widen element by element (cast_simd.h's cpu_cast_f16_stage) */
+#define DECL_PADDED_COL2IM_HALF(T, S, C, LD, ST)                                             \
+    bool cpu_col2im_padded_##S(const T *col, const lt_conv_geom *g, T *x, float beta,        \
+                               cpu_cast_fn widen);
+CPU_FOR_HALF_TYPES(DECL_PADDED_COL2IM_HALF)
 #undef DECL_PADDED_IM2COL
 #undef DECL_PADDED_COL2IM
+#undef DECL_PADDED_COL2IM_HALF
 
 #endif

@@ -755,6 +755,13 @@ static void test_max_pool(void) {
             x[4] = qnan16(t);
             x[nx - 3] = (uint16_t)(qnan16(t) | 0x8000);
             x[nx / 2] = inf16(t);
+            /* Row 0's first windows (2x2 ones): a negative NaN first, which
+             * no later number beats; -0 then +0 as the largest, a tie the
+             * first wins (the argmax tells them apart). */
+            int64_t w = g->w;
+            x[0] = (uint16_t)(qnan16(t) | 0x8000), x[1] = f2h(t, 0.25f);
+            x[w] = f2h(t, -0.5f), x[w + 1] = f2h(t, 0.75f);
+            x[2] = 0x8000, x[3] = 0x0000, x[w + 2] = f2h(t, -0.5f), x[w + 3] = f2h(t, -0.25f);
             float *fx = widen(t, x, nx), *fy = malloc((size_t)ny * 4);
             int32_t *am = malloc((size_t)ny * 4), *fam = malloc((size_t)ny * 4);
             K->max_pool_fwd(C, t, x, g, y, am);
