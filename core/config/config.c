@@ -591,14 +591,49 @@ static bool env_split(char *name, char **key) {
     return **key && n && name[0] != '.' && name[n - 1] != '.' && !strstr(name, "..");
 }
 
+/* The declared setting whose section and key, joined by single
+ * underscores, spell name[0:nlen] (any case): LT_TRAINER_MAX_EPOCHS is
+ * trainer.max_epochs with one underscore where two belong. NULL if none. */
+static const entry *env_one_underscore(const lt_config *c, const char *name, int nlen) {
+    for (size_t i = 0; i < c->n_entries; i++) {
+        const entry *e = c->entries[i];
+        char *joined = e->declared ? xprintf("%s.%s", e->section, e->key) : NULL;
+        bool same = joined && strlen(joined) == (size_t)nlen;
+        for (int k = 0; same && k < nlen; k++)
+            same = tolower((unsigned char)name[k]) == (joined[k] == '.' ? '_' : joined[k]);
+        free(joined);
+        if (same) return e;
+    }
+    return NULL;
+}
+
 /* LT_STRATEGY__DDP__BUCKET_CAP_MB=5 sets strategy.ddp.bucket_cap_mb. Names
- * without "__" (LT_PLUGIN_PATH, LT_RDZV_TOKEN ...) are not config. */
+ * without "__" (LT_PLUGIN_PATH, LT_RDZV_TOKEN ...) are not config, except
+ * that one spelling a core setting with single underscores is refused: it
+ * would be ignored, and the run would go on without what it asked for. */
 static lt_status env_one(lt_config *c, const char *var, char *err, size_t errlen) {
     const char *eq = strchr(var, '=');
     if (strncmp(var, "LT_", 3) != 0 || !eq) return LT_OK;
     const char *name = var + 3;
     int nlen = (int)(eq - name);
-    if (!memmem(name, (size_t)nlen, "__", 2)) return LT_OK;
+    if (!memmem(name, (size_t)nlen, "__", 2)) {
+        const entry *e = env_one_underscore(c, name, nlen);
+        if (!e) return LT_OK;
+        /* the right name: every dot of "section.key" becomes "__" */
+        char fix[256] = "LT_";
+        size_t at = 3;
+        char *dotted = xprintf("%s.%s", e->section, e->key);
+        for (const char *p = dotted; p && *p && at + 3 < sizeof fix; p++) {
+            if (*p == '.') fix[at++] = '_', fix[at++] = '_';
+            else fix[at++] = (char)toupper((unsigned char)*p);
+        }
+        fix[at] = 0;
+        free(dotted);
+        seterr(err, errlen, "environment variable LT_%.*s is not read: a setting's variable has "
+               "two underscores between its section and its key; rename it %s (%s.%s)",
+               nlen, name, fix, e->section, e->key);
+        return LT_ERR_INVALID;
+    }
     char *sect = strndup(name, (size_t)nlen), *key;
     char *origin = xprintf("env LT_%.*s", nlen, name);
     lt_status st = sect && origin ? LT_OK : LT_ERR_NOMEM;

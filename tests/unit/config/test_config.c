@@ -201,6 +201,22 @@ static void test_env_mapping(void) {
     CU_ASSERT_EQUAL(lt_config_load_env(c, bad2, err, sizeof err), LT_ERR_INVALID);
     ASSERT_CONTAINS(err, "LT_TRAINER__");
     CU_ASSERT_EQUAL(lt_config_load_env(c, bad3, err, sizeof err), LT_ERR_INVALID);
+    /* one underscore where two belong: a core setting's name is refused
+     * with the right one; other LT_ names with single underscores are not
+     * settings and pass, as does a declared plugin section's */
+    char *bad4[] = {"LT_TRAINER_MAX_EPOCHS=3", NULL};
+    char *bad5[] = {"LT_data_batch_size=8", NULL};
+    char *fine[] = {"LT_PLUGIN_PATH=/x", "LT_TRAINER_MAX_EPOCH=1", "LT_STRATEGY_DDP_BUCKET_CAP=1",
+                    NULL};
+    CU_ASSERT_EQUAL(lt_config_load_env(c, bad4, err, sizeof err), LT_ERR_INVALID);
+    ASSERT_CONTAINS(err, "LT_TRAINER_MAX_EPOCHS is not read");
+    ASSERT_CONTAINS(err, "rename it LT_TRAINER__MAX_EPOCHS (trainer.max_epochs)");
+    CU_ASSERT_EQUAL(lt_config_load_env(c, bad5, err, sizeof err), LT_ERR_INVALID);
+    ASSERT_CONTAINS(err, "rename it LT_DATA__BATCH_SIZE");
+    CU_ASSERT_EQUAL(lt_config_load_env(c, fine, err, sizeof err), LT_OK);
+    char *bad6[] = {"LT_STRATEGY_DDP_BUCKET_CAP_MB=5", NULL};
+    CU_ASSERT_EQUAL(lt_config_load_env(c, bad6, err, sizeof err), LT_ERR_INVALID);
+    ASSERT_CONTAINS(err, "rename it LT_STRATEGY__DDP__BUCKET_CAP_MB");
     lt_config_free(c);
 }
 
