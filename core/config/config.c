@@ -591,9 +591,11 @@ static bool env_split(char *name, char **key) {
     return **key && n && name[0] != '.' && name[n - 1] != '.' && !strstr(name, "..");
 }
 
-/* The declared setting whose section and key, joined by single
+/* The setting declared so far whose section and key, joined by single
  * underscores, spell name[0:nlen] (any case): LT_TRAINER_MAX_EPOCHS is
- * trainer.max_epochs with one underscore where two belong. NULL if none. */
+ * trainer.max_epochs with one underscore where two belong. NULL if none.
+ * A run reads the environment before plugins declare theirs, so there it
+ * catches the core's settings only. */
 static const entry *env_one_underscore(const lt_config *c, const char *name, int nlen) {
     for (size_t i = 0; i < c->n_entries; i++) {
         const entry *e = c->entries[i];
@@ -609,8 +611,8 @@ static const entry *env_one_underscore(const lt_config *c, const char *name, int
 
 /* LT_STRATEGY__DDP__BUCKET_CAP_MB=5 sets strategy.ddp.bucket_cap_mb. Names
  * without "__" (LT_PLUGIN_PATH, LT_RDZV_TOKEN ...) are not config, except
- * that one spelling a core setting with single underscores is refused: it
- * would be ignored, and the run would go on without what it asked for. */
+ * that one spelling a declared setting with single underscores is refused:
+ * it would be ignored, and the run would go on without what it asked for. */
 static lt_status env_one(lt_config *c, const char *var, char *err, size_t errlen) {
     const char *eq = strchr(var, '=');
     if (strncmp(var, "LT_", 3) != 0 || !eq) return LT_OK;

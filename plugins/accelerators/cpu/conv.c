@@ -165,12 +165,6 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
      * times, and beta * dx once more before them when beta is not 0 or 1                    \
      * (argmax may point anywhere in a plane, so the sums are not gathered                   \
      * in fp32 as col2im's are). */                                                          \
-    /* Windows that do not overlap (stride >= kernel, as the usual 2x2/2)  \
-     * give each input element at most one dy: scattering per output then  \
-     * stores exactly the gathered sum below, with one rounding, in one    \
-     * pass over dy instead of a search of every window per element (the   \
-     * gather made this kernel a third of the CNN example's step). An      \
-     * argmax outside its own window is ignored, as the gather ignores it. */ \
     /* The CNN case again (2x2, stride 2, no padding) with beta 0: each                      \
      * window's four elements are written, dy at its argmax and 0 elsewhere,                 \
      * so dx needs no zeroing pass first and no division per output to find                 \
@@ -204,6 +198,12 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
                 memset(d + 2 * g->oh * w, 0, (size_t)((g->h - 2 * g->oh) * w) * sizeof(T)); \
         }                                                                                    \
     }                                                                                        \
+    /* Windows that do not overlap (stride >= kernel, as the usual 2x2/2)  \
+     * give each input element at most one dy: scattering per output then  \
+     * stores exactly the gathered sum below, with one rounding, in one    \
+     * pass over dy instead of a search of every window per element (the   \
+     * gather made this kernel a third of the CNN example's step). An      \
+     * argmax outside its own window is ignored, as the gather ignores it. */ \
     static void max_pool_bwd_disjoint_##S(const T *dy, const int32_t *arg,                   \
                                           const lt_conv_geom *g, T *dx, C beta) {            \
         int64_t plane = g->h * g->w, per = g->oh * g->ow;                                    \

@@ -63,9 +63,9 @@ static bool padded_fits(const lt_conv_geom *g, size_t es) {
 CPU_FOR_FLOAT_TYPES(DEF_PADDED_IM2COL)
 
 #define DEF_PADDED_COL2IM(T, S, C, LD, ST)                                                   \
-    /* dst[0:n] += src[0:n]: 32-byte vectors, then one of 16 and one of 8                    \
-     * bytes, then an element, as what is left needs (an overlapping last                    \
-     * vector would load what the vector before it just stored, and stall). */               \
+    /* dst[0:n] += src[0:n]: 32-byte vectors, then one of 16 bytes, then                     \
+     * element by element, as what is left needs (an overlapping last vector                 \
+     * would load what the vector before it just stored, and stall). */                      \
     static ALWAYS_INLINE void add_row_##S(T *restrict dst, const T *restrict src, int64_t n) { \
         typedef T v32 __attribute__((vector_size(32)));                                      \
         typedef T v16 __attribute__((vector_size(16)));                                      \

@@ -1,10 +1,12 @@
 /* GEMM: lt's kernels (AVX-512 or AVX2, chosen at setup) for f32 calls with
- * a short dimension (see gemm_short.c), OpenBLAS's row-major CBLAS for the
- * rest; f16 and bf16 through fp32 (gemm_lowp.c). */
+ * a short dimension (see gemm_short.c), dot products for one output column
+ * (gemv.c), OpenBLAS's row-major CBLAS for the rest; f16 and bf16 through
+ * fp32 (gemm_lowp.c). */
 #include <cblas.h>
 #include <limits.h>
 #include "common/kernel_args.h"
 #include "gemm_lowp.h"
+#include "gemv.h"
 
 /* CBLAS takes int sizes, and OpenBLAS prints to stderr (xerbla) instead of
  * failing when a leading dimension is too small; both become a parked
@@ -20,6 +22,13 @@ static bool gemm_args_ok(lt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, in
 void cpu_sgemm_f32(cpu_state *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                    int64_t ldc) {
+    /* one output column over a contiguous column of op(B): dot products
+     * (gemv.c), where lt's kernels run at all (gemm=openblas keeps them off);
+     * alpha 0 stays with OpenBLAS, which then reads neither A nor B */
+    if (s && s->sgemm && n == 1 && !ta && (tb || ldb == 1) && k > 0 && alpha != 0.0f) {
+        cpu_sgemv_f32(m, k, alpha, a, lda, b, beta, c, ldc);
+        return;
+    }
     if (s && s->sgemm && k > 0 &&
         s->sgemm(&s->gemm_scratch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
         return;

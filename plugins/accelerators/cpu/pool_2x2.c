@@ -22,6 +22,8 @@ typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
+typedef uint32_t v4u __attribute__((vector_size(16))); /* argmax offsets: wrap, never overflow */
+typedef uint32_t v8u __attribute__((vector_size(32)));
 typedef uint16_t v8h __attribute__((vector_size(16)));
 typedef uint16_t v4h __attribute__((vector_size(8)));
 
@@ -95,15 +97,15 @@ static ALWAYS_INLINE void windows4_u16(const uint16_t *r0, const uint16_t *r1, i
 static ALWAYS_INLINE void scatter4_f32(const float *dy, const int32_t *arg, int64_t ox, int32_t base,
                                    int32_t w, float *r0, float *r1) {
     v4f v;
-    v4i a;
+    v4u a;
     memcpy(&v, dy + ox, sizeof v);
     memcpy(&a, arg + ox, sizeof a);
-    int32_t x0 = base + 2 * (int32_t)ox;
-    a -= (v4i){x0, x0 + 2, x0 + 4, x0 + 6}; /* 0, 1, w, w + 1 inside the window */
-    v8i a2 = __builtin_shufflevector(a, a, 0, 0, 1, 1, 2, 2, 3, 3);
+    uint32_t x0 = (uint32_t)base + 2 * (uint32_t)ox;
+    a -= (v4u){x0, x0 + 2, x0 + 4, x0 + 6}; /* 0, 1, w, w + 1 inside the window */
+    v8u a2 = __builtin_shufflevector(a, a, 0, 0, 1, 1, 2, 2, 3, 3);
     v8i v2 = (v8i)__builtin_shufflevector(v, v, 0, 0, 1, 1, 2, 2, 3, 3);
-    v8i top = (v8i){0, 1, 0, 1, 0, 1, 0, 1};
-    v8f o0 = (v8f)(v2 & (a2 == top)), o1 = (v8f)(v2 & (a2 == top + w));
+    v8u top = (v8u){0, 1, 0, 1, 0, 1, 0, 1};
+    v8f o0 = (v8f)(v2 & (a2 == top)), o1 = (v8f)(v2 & (a2 == top + (uint32_t)w));
     memcpy(r0 + 2 * ox, &o0, sizeof o0);
     memcpy(r1 + 2 * ox, &o1, sizeof o1);
 }
@@ -112,16 +114,16 @@ static ALWAYS_INLINE void scatter4_f32(const float *dy, const int32_t *arg, int6
 static ALWAYS_INLINE void scatter4_u16(const uint16_t *dy, const int32_t *arg, int64_t ox,
                                        int32_t base, int32_t w, uint16_t *r0, uint16_t *r1) {
     v4h v;
-    v4i a;
+    v4u a;
     memcpy(&v, dy + ox, sizeof v);
     memcpy(&a, arg + ox, sizeof a);
-    int32_t x0 = base + 2 * (int32_t)ox;
-    a -= (v4i){x0, x0 + 2, x0 + 4, x0 + 6};
-    v8i a2 = __builtin_shufflevector(a, a, 0, 0, 1, 1, 2, 2, 3, 3);
+    uint32_t x0 = (uint32_t)base + 2 * (uint32_t)ox;
+    a -= (v4u){x0, x0 + 2, x0 + 4, x0 + 6};
+    v8u a2 = __builtin_shufflevector(a, a, 0, 0, 1, 1, 2, 2, 3, 3);
     v8h v2 = __builtin_shufflevector(v, v, 0, 0, 1, 1, 2, 2, 3, 3);
-    v8i top = (v8i){0, 1, 0, 1, 0, 1, 0, 1};
+    v8u top = (v8u){0, 1, 0, 1, 0, 1, 0, 1};
     v8h o0 = v2 & __builtin_convertvector(a2 == top, v8h);
-    v8h o1 = v2 & __builtin_convertvector(a2 == top + w, v8h);
+    v8h o1 = v2 & __builtin_convertvector(a2 == top + (uint32_t)w, v8h);
     memcpy(r0 + 2 * ox, &o0, sizeof o0);
     memcpy(r1 + 2 * ox, &o1, sizeof o1);
 }

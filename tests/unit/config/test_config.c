@@ -201,9 +201,10 @@ static void test_env_mapping(void) {
     CU_ASSERT_EQUAL(lt_config_load_env(c, bad2, err, sizeof err), LT_ERR_INVALID);
     ASSERT_CONTAINS(err, "LT_TRAINER__");
     CU_ASSERT_EQUAL(lt_config_load_env(c, bad3, err, sizeof err), LT_ERR_INVALID);
-    /* one underscore where two belong: a core setting's name is refused
-     * with the right one; other LT_ names with single underscores are not
-     * settings and pass, as does a declared plugin section's */
+    /* one underscore where two belong: a declared setting's name is refused
+     * with the right one (strategy.ddp's too, declared above; in a run the
+     * environment is read before plugins declare theirs); other LT_ names
+     * with single underscores are not settings and pass */
     char *bad4[] = {"LT_TRAINER_MAX_EPOCHS=3", NULL};
     char *bad5[] = {"LT_data_batch_size=8", NULL};
     char *fine[] = {"LT_PLUGIN_PATH=/x", "LT_TRAINER_MAX_EPOCH=1", "LT_STRATEGY_DDP_BUCKET_CAP=1",

@@ -267,6 +267,9 @@ static void test_gemm(void) {
             gemm_case(t, tr & 1, tr & 2, 33, 70, 65, 1.0);
         }
         gemm_case(t, false, false, 3, 4, 0, 0.5); /* k = 0: C = beta C */
+        /* one output column over a contiguous row of B: dot products (gemv.c) */
+        gemm_case(t, false, true, 7, 1, 9, 0.0);
+        gemm_case(t, false, true, 33, 1, 70, 0.5);
     }
 }
 
@@ -1030,6 +1033,22 @@ static void test_max_pool(void) {
             expect_sync_ok();
             check_array(pad ? "max_pool_bwd foreign argmax, padded" : "max_pool_bwd foreign argmax",
                         t, pdx, want, 16, 0);
+            free(pdy), free(pdx);
+        }
+        /* The same on a 2 x 10 plane: five windows in a row, which the f32
+         * kernel takes four at a time (the last group overlapping the first):
+         * (0,1) in window 0 and (1,9) in window 4 are taken; -1, INT32_MIN
+         * and window 2's (0,4) for window 3 are not. */
+        {
+            lt_conv_geom gw = geom(1, 2, 10, 2, 2, 0);
+            const int32_t am[5] = {1, -1, INT32_MIN, 4, 19};
+            double dyv[5] = {1, 2, 3, 4, 5}, want[20] = {0};
+            want[1] = 1, want[19] = 5;
+            void *pdy = buf_from(t, dyv, 5), *pdx = buf_new(t, 20);
+            buf_fill_value(t, pdx, 20, NAN);
+            K->max_pool_bwd(C, t, pdy, am, &gw, pdx, 0.0);
+            expect_sync_ok();
+            check_array("max_pool_bwd foreign argmax, 5 windows a row", t, pdx, want, 20, 0);
             free(pdy), free(pdx);
         }
     }

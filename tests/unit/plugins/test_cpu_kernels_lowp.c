@@ -808,6 +808,17 @@ static void test_max_pool(void) {
             }
             free(x), free(y), free(fx), free(fy), free(am), free(fam);
         }
+        /* Foreign argmax on a row of five windows (four at a time, the last
+         * group overlapping): (0,1) and (1,9) are taken; -1, INT32_MIN and
+         * the neighbouring window's (0,4) are not; -0 and NaN dy kept. */
+        lt_conv_geom gw = geom(1, 2, 10, 2, 2, 0);
+        const int32_t arg5[5] = {1, -1, INT32_MIN, 4, 19};
+        uint16_t dy5[5] = {qnan16(t), f2h(t, 2), f2h(t, 3), f2h(t, 4), 0x8000};
+        uint16_t *dx = h_const(20, qnan16(t)), want5[20] = {0};
+        want5[1] = dy5[0], want5[19] = dy5[4];
+        K->max_pool_bwd(C, t, dy5, arg5, &gw, dx, 0.0);
+        CU_ASSERT_EQUAL(memcmp(dx, want5, sizeof want5), 0);
+        free(dx);
         expect_sync_ok();
     }
 }

@@ -132,7 +132,8 @@ static void test_gemm(void) {
     static const int64_t dims[] = {0, 1, 7, 17, 33};
     static const double ab[][2] = {{1, 0}, {0.5, -1.25}, {-1, 1}};
     static const int64_t big[][3] = {{65, 65, 65},  {257, 33, 17}, {17, 257, 65}, {33, 17, 257},
-                                     {1, 257, 257}, {257, 1, 257}, {129, 130, 131}};
+                                     {1, 257, 257}, {257, 1, 257}, {129, 130, 131},
+                                     {32, 1, 784},  {64, 1, 196}}; /* conv bias gradients */
     for (int di = 0; di < KOPS_NDTYPES; di++) {
         lt_dtype t = KOPS_DTYPES[di];
         uint64_t seed = 1;
