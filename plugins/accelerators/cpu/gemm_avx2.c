@@ -477,7 +477,8 @@ static bool avx2_own(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n
  * (TN 512 x 33 x 128 in place: 18% slower), transposed B narrow outside
  * Y^T (TT 64 x 33 x 128: 11%). Still taken, near even: n a little past a
  * multiple of 8 (TN 512 x 65 x 128: 8% slower). From batch 256 on, only the
- * 10-wide layer's calls have a dimension <= 128 (the shared rules).
+ * 10-wide layer's calls have a dimension <= 128 (the shared rules); the
+ * others are wide shapes (avx2_wins_wide below).
  * OpenBLAS on several threads ran the wide shapes 1.65x faster at 2 (0.375
  * ms for the first forward): lt's kernels use one, so they keep then to
  * the thin shapes, as before this file packed. */
@@ -488,8 +489,28 @@ static bool avx2_wins(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
     return k <= LT_SGEMM_SHORT && (m >= 40 || k <= 32) && (n >= 64 || !ta);
 }
 
-static const lt_sgemm_isa avx2_isa = {gemm_b_rows, transpose_scale, avx2_wins, avx2_own};
-static const lt_sgemm_isa avx2_every_isa = {gemm_b_rows, transpose_scale, NULL, avx2_own};
+/* Shapes with no short dimension (the MLP's from batch 256 on): the packed
+ * paths on one OpenBLAS thread. On warm operands they run even with
+ * OpenBLAS (90-96 against 91-94 GF/s on the MLP's shapes at batch 256 and
+ * 1024, bench/lowp_gemm_bench); in a training step, where C is cold,
+ * OpenBLAS's separate pass zeroing C for beta = 0 costs more (1.8% of the
+ * step at batch 1024, perf), and the MLP trained 0.9-2.7% faster at batch
+ * 256, 1.9-2.5% at 512, 1.2-2.2% at 1024 (train_bench, interleaved runs,
+ * AMD EPYC). With several threads OpenBLAS keeps them, as above. */
+static bool avx2_wins_wide(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+    (void)ta, (void)tb, (void)m, (void)n, (void)k;
+    return openblas_get_num_threads() == 1;
+}
+
+static bool every_shape(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+    (void)ta, (void)tb, (void)m, (void)n, (void)k;
+    return true;
+}
+
+static const lt_sgemm_isa avx2_isa = {gemm_b_rows, transpose_scale, avx2_wins, avx2_own,
+                                      avx2_wins_wide};
+static const lt_sgemm_isa avx2_every_isa = {gemm_b_rows, transpose_scale, NULL, avx2_own,
+                                            every_shape};
 
 bool lt_sgemm_avx2(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                    float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,

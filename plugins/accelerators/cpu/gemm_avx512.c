@@ -183,7 +183,7 @@ static AVX512 void transpose_scale(float *dst, int64_t ldd, const float *src, in
     }
 }
 
-static const lt_sgemm_isa avx512_isa = {gemm_b_rows, transpose_scale, NULL, NULL};
+static const lt_sgemm_isa avx512_isa = {gemm_b_rows, transpose_scale, NULL, NULL, NULL};
 
 bool lt_sgemm_avx512(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                      float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,

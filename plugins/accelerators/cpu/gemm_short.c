@@ -96,7 +96,9 @@ bool lt_sgemm_short(const lt_sgemm_isa *isa, lt_sgemm_scratch *s, bool ta, bool 
      * with room to spare. A thin NT output (the 10 logits) at small batch is
      * cheaper for OpenBLAS than packing. */
     int64_t shortest = m < n ? (m < k ? m : k) : (n < k ? n : k);
-    if (shortest > LT_SGEMM_SHORT) return false;
+    if (shortest > LT_SGEMM_SHORT)
+        return isa->own && isa->wins_wide && isa->wins_wide(ta, tb, m, n, k) &&
+               isa->own(s, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     int64_t row = tb && n > m ? m : n;
     if ((k < LT_SGEMM_KC ? k : LT_SGEMM_KC) * row > (1 << 18)) return false;
     if (tb && n < 16 && m <= 128) return false;

@@ -47,7 +47,10 @@ typedef bool (*lt_sgemm_fn)(lt_sgemm_scratch *s, bool ta, bool tb, int64_t m, in
  *    OpenBLAS runs faster on this ISA, asked after the shared rules;
  *  - own (NULL: none): the variant's own paths for a call wins took, asked
  *    before rows and the NT path: true when it ran the call, false (having
- *    written nothing) to leave it to them. */
+ *    written nothing) to leave it to them;
+ *  - wins_wide (NULL: none): true for the calls with no short dimension
+ *    (all above LT_SGEMM_SHORT) that own should run; the shared rules are
+ *    not asked then, and a call own declines goes to OpenBLAS. */
 typedef struct lt_sgemm_isa {
     void (*rows)(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t a_rs,
                  int64_t a_cs, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
@@ -55,6 +58,7 @@ typedef struct lt_sgemm_isa {
                             int64_t cols, float alpha, float beta);
     bool (*wins)(bool ta, bool tb, int64_t m, int64_t n, int64_t k);
     lt_sgemm_fn own;
+    bool (*wins_wide)(bool ta, bool tb, int64_t m, int64_t n, int64_t k);
 } lt_sgemm_isa;
 
 enum {
