@@ -108,7 +108,7 @@ static lt_status choose_sgemm(lt_ctx *ctx, lt_sgemm_fn *fn, const char **path) {
     static const char *const avx2_path =
         "lt's AVX2+FMA kernels where m or n is below 16 (a thin layer) and, while OpenBLAS "
         "runs one thread, on the forward and gradient shapes with a dimension <= 128 where "
-        "they measured faster, else OpenBLAS";
+        "they measured faster and on those with none, else OpenBLAS";
     const char *gemm = lt_param_str(ctx, "gemm", "auto");
     const char *isa = lt_param_str(ctx, "isa", "auto");
     bool has512 = lt_sgemm_avx512_usable(), has2 = lt_sgemm_avx2_usable();
