@@ -13,20 +13,13 @@
  * kernels were 27% of it before the vectorised pooling and the padded
  * lowering, and are what to look at when the CNN's ratio against PyTorch
  * moves while its GEMMs do not. */
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "bench_cpu.h"
-#include "common/ctx.h"
-#include "config/config.h"
-#include "lt/accelerator.h"
-
-#ifndef LT_BENCH_PLUGIN_DIR
-#define LT_BENCH_PLUGIN_DIR "build/plugins"
-#endif
+#include "bench_plugin.h"
 
 enum { BATCH = 64 };
 
@@ -98,42 +91,13 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    const char *path = LT_BENCH_PLUGIN_DIR "/liblt-accelerator-cpu.so";
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    lt_plugin_entry_fn entry = dl ? (lt_plugin_entry_fn)dlsym(dl, LT_PLUGIN_ENTRY_SYMBOL) : NULL;
-    const lt_accelerator_desc *acc = NULL;
-    for (const lt_plugin_header *const *h = entry ? entry() : NULL; h && *h; h++)
-        if ((*h)->kind == LT_KIND_ACCELERATOR && !strcmp((*h)->name, "cpu"))
-            acc = (const lt_accelerator_desc *)*h;
-    if (!acc) {
-        fprintf(stderr, "conv_kernels_bench: no cpu accelerator in %s: %s\n", path,
-                dl ? "no entry" : dlerror());
-        return 1;
-    }
-    lt_config *cfg = lt_config_new();
-    char err[256];
-    lt_config_declare(cfg, "accelerator.cpu", "num_threads", LT_PARAM_INT, "1", "threads");
-    lt_config_declare(cfg, "accelerator.cpu", "isa", LT_PARAM_STRING, "auto", "isa");
-    if (lt_config_set(cfg, "accelerator.cpu", "isa", isa, LT_SRC_FLAG, "--isa", err, sizeof err) !=
-        LT_OK) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
-    lt_ctx ctx;
-    const lt_kernels *K;
-    lt_ctx_init(&ctx, LT_KIND_ACCELERATOR, "cpu", &acc->hdr, cfg);
-    if (acc->setup(&ctx, 0) != LT_OK || acc->get_kernels(&ctx, &K) != LT_OK) {
-        fprintf(stderr, "cpu accelerator setup failed: %s\n", lt_last_error(&ctx));
-        return 1;
-    }
+    bench_cpu B;
+    int status = bench_open_cpu(&B, "1", isa, "auto");
+    if (status) return status;
     bench_print_cpu();
     printf("# the CNN example's data-movement kernels, batch %d, f32, best of %d rounds; "
            "ms per step's calls\n", BATCH, rounds);
-    run_layer(K, &ctx, rounds, 32, 28, 1, 28);  /* pool conv1's output; conv1's input */
-    run_layer(K, &ctx, rounds, 64, 14, 32, 14); /* pool conv2's output; conv2's input */
-    if (acc->synchronize(&ctx) != LT_OK) {
-        fprintf(stderr, "conv_kernels_bench: %s\n", lt_last_error(&ctx));
-        return 1;
-    }
-    return 0;
+    run_layer(B.k, &B.ctx, rounds, 32, 28, 1, 28);  /* pool conv1's output; conv1's input */
+    run_layer(B.k, &B.ctx, rounds, 64, 14, 32, 14); /* pool conv2's output; conv2's input */
+    return bench_close_cpu(&B, "conv_kernels_bench: a kernel failed") == LT_OK ? 0 : 1;
 }

@@ -17,20 +17,13 @@
  * puts AVX-512 BF16's dot products (gemm_bf16dp.c) under the bf16 column,
  * on a CPU that has them; bf16 / f32 there is what decides whether auto
  * should pick them. */
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "bench_cpu.h"
-#include "common/ctx.h"
-#include "config/config.h"
-#include "lt/accelerator.h"
-
-#ifndef LT_BENCH_PLUGIN_DIR
-#define LT_BENCH_PLUGIN_DIR "build/plugins"
-#endif
+#include "bench_plugin.h"
 
 typedef void (*sbgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha,
                           const uint16_t *a, int lda, const uint16_t *b, int ldb, float beta,
@@ -50,9 +43,7 @@ typedef struct shape {
 } shape;
 
 typedef struct bench {
-    lt_ctx ctx;
-    const lt_accelerator_desc *acc;
-    const lt_kernels *k;
+    bench_cpu cpu;
     sbgemm_fn sbgemm;
     void *a, *b, *c; /* big enough for any shape in any dtype */
     double secs;
@@ -66,8 +57,8 @@ static double rate(bench *B, const shape *s, lt_dtype t) {
     for (int rep = 0; rep < 3 || (now_s() - start < B->secs && rep < 100000); rep++) {
         double t0 = now_s();
         if (t)
-            B->k->gemm(&B->ctx, t, s->ta, s->tb, s->m, s->n, s->k, 1.0, B->a, lda, B->b, ldb,
-                       0.0, B->c, ldc);
+            B->cpu.k->gemm(&B->cpu.ctx, t, s->ta, s->tb, s->m, s->n, s->k, 1.0, B->a, lda, B->b,
+                           ldb, 0.0, B->c, ldc);
         else
             B->sbgemm(ROW_MAJOR, s->ta ? TRANS : NO_TRANS, s->tb ? TRANS : NO_TRANS, s->m, s->n,
                       s->k, 1.0f, B->a, lda, B->b, ldb, 0.0f, B->c, ldc);
@@ -114,42 +105,11 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    const char *path = LT_BENCH_PLUGIN_DIR "/liblt-accelerator-cpu.so";
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!dl) {
-        fprintf(stderr, "cannot load %s: %s\n", path, dlerror());
-        return 1;
-    }
-    lt_plugin_entry_fn entry = (lt_plugin_entry_fn)dlsym(dl, LT_PLUGIN_ENTRY_SYMBOL);
     bench B = {.secs = secs};
-    for (const lt_plugin_header *const *h = entry ? entry() : NULL; h && *h; h++)
-        if ((*h)->kind == LT_KIND_ACCELERATOR && !strcmp((*h)->name, "cpu"))
-            B.acc = (const lt_accelerator_desc *)*h;
-    if (!B.acc) {
-        fprintf(stderr, "%s holds no cpu accelerator\n", path);
-        return 1;
-    }
-    lt_config *cfg = lt_config_new();
-    char err[256];
-    lt_config_declare(cfg, "accelerator.cpu", "num_threads", LT_PARAM_INT, "0", "threads");
-    lt_config_declare(cfg, "accelerator.cpu", "isa", LT_PARAM_STRING, "auto", "isa");
-    lt_config_declare(cfg, "accelerator.cpu", "bf16_gemm", LT_PARAM_STRING, "auto", "bf16 gemm");
-    if (lt_config_set(cfg, "accelerator.cpu", "num_threads", threads, LT_SRC_FLAG, "--threads",
-                      err, sizeof err) != LT_OK ||
-        lt_config_set(cfg, "accelerator.cpu", "isa", isa, LT_SRC_FLAG, "--isa", err,
-                      sizeof err) != LT_OK ||
-        lt_config_set(cfg, "accelerator.cpu", "bf16_gemm", bf16, LT_SRC_FLAG, "--bf16-gemm", err,
-                      sizeof err) != LT_OK) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
-    lt_ctx_init(&B.ctx, LT_KIND_ACCELERATOR, "cpu", &B.acc->hdr, cfg);
-    if (B.acc->setup(&B.ctx, 0) != LT_OK || B.acc->get_kernels(&B.ctx, &B.k) != LT_OK) {
-        fprintf(stderr, "cpu accelerator setup failed: %s\n", lt_last_error(&B.ctx));
-        return 1;
-    }
+    int status = bench_open_cpu(&B.cpu, threads, isa, bf16);
+    if (status) return status;
     /* The plugin's handle searches its dependencies: the OpenBLAS it uses. */
-    B.sbgemm = (sbgemm_fn)dlsym(dl, "cblas_sbgemm");
+    B.sbgemm = (sbgemm_fn)dlsym(B.cpu.dl, "cblas_sbgemm");
     size_t bytes = (size_t)4 << 22; /* 4 Mi floats: 1024 x 3136 fits */
     B.a = aligned_alloc(64, bytes), B.b = aligned_alloc(64, bytes), B.c = aligned_alloc(64, bytes);
     if (!B.a || !B.b || !B.c) return 1;
@@ -189,13 +149,7 @@ int main(int argc, char **argv) {
         {"fc2.dgr", false, false, 64, 128, 10},
     };
     for (size_t i = 0; i < sizeof cnn / sizeof *cnn; i++) row(&B, "cnn", &cnn[i]);
-    lt_status st = B.acc->synchronize(&B.ctx);
-    B.acc->teardown(&B.ctx);
-    lt_config_free(cfg);
+    lt_status st = bench_close_cpu(&B.cpu, "a gemm failed");
     free(B.a), free(B.b), free(B.c);
-    if (st != LT_OK) {
-        fprintf(stderr, "a gemm failed: %s\n", lt_last_error(&B.ctx));
-        return 1;
-    }
-    return 0;
+    return st == LT_OK ? 0 : 1;
 }

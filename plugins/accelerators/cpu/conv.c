@@ -165,39 +165,6 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
      * times, and beta * dx once more before them when beta is not 0 or 1                    \
      * (argmax may point anywhere in a plane, so the sums are not gathered                   \
      * in fp32 as col2im's are). */                                                          \
-    /* The CNN case again (2x2, stride 2, no padding) with beta 0: each                      \
-     * window's four elements are written, dy at its argmax and 0 elsewhere,                 \
-     * so dx needs no zeroing pass first and no division per output to find                 \
-     * the element (together half of the disjoint loop's time); an argmax                   \
-     * outside its window matches none of the four. A last row or column no                  \
-     * window covers (odd h or w) is zeroed. */                                              \
-    static CPU_HOT void max_pool_bwd_2x2_##S(const T *dy, const int32_t *arg,                \
-                                             const lt_conv_geom *g, T *dx) {                 \
-        if (CPU_DTYPE_##S == LT_F32                                                          \
-                ? cpu_max_pool_2x2_bwd_f32((const float *)dy, arg, g, (float *)dx)           \
-                : sizeof(T) == 2 &&                                                          \
-                      cpu_max_pool_2x2_bwd_u16((const uint16_t *)dy, arg, g, (uint16_t *)dx)) \
-            return;                                                                          \
-        int64_t plane = g->h * g->w, per = g->oh * g->ow, w = g->w;                          \
-        for (int64_t p = 0; p < g->c; p++) {                                                 \
-            T *d = dx + p * plane;                                                           \
-            for (int64_t oy = 0; oy < g->oh; oy++) {                                         \
-                T *r0 = d + 2 * oy * w, *r1 = r0 + w;                                        \
-                const T *v = dy + p * per + oy * g->ow;                                      \
-                const int32_t *am = arg + p * per + oy * g->ow;                              \
-                for (int64_t ox = 0; ox < g->ow; ox++) {                                     \
-                    int64_t a = am[ox] - 2 * oy * w - 2 * ox;                                \
-                    r0[2 * ox] = a == 0 ? v[ox] : (T)0;                                      \
-                    r0[2 * ox + 1] = a == 1 ? v[ox] : (T)0;                                  \
-                    r1[2 * ox] = a == w ? v[ox] : (T)0;                                      \
-                    r1[2 * ox + 1] = a == w + 1 ? v[ox] : (T)0;                              \
-                }                                                                            \
-                for (int64_t ix = 2 * g->ow; ix < w; ix++) r0[ix] = r1[ix] = 0;              \
-            }                                                                                \
-            if (2 * g->oh < g->h)                                                            \
-                memset(d + 2 * g->oh * w, 0, (size_t)((g->h - 2 * g->oh) * w) * sizeof(T)); \
-        }                                                                                    \
-    }                                                                                        \
     /* Windows that do not overlap (stride >= kernel, as the usual 2x2/2)  \
      * give each input element at most one dy: scattering per output then  \
      * stores exactly the gathered sum below, with one rounding, in one    \
@@ -229,11 +196,16 @@ static void window_range(const lt_conv_geom *g, int64_t j, int64_t x0, int64_t x
     static void max_pool_bwd_##S(const T *dy, const int32_t *arg, const lt_conv_geom *g,     \
                                  T *dx, C beta) {                                            \
         int64_t per = g->oh * g->ow;                                                         \
+        /* the CNN's case, beta 0: each window written whole, four at a time                 \
+         * (pool_2x2.c; no zeroing pass, no division per output) */                           \
         if (g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 &&           \
-            g->pw == 0 && beta == 0) {                                                       \
-            max_pool_bwd_2x2_##S(dy, arg, g, dx);                                            \
+            g->pw == 0 && beta == 0 &&                                                       \
+            (CPU_DTYPE_##S == LT_F32                                                         \
+                 ? cpu_max_pool_2x2_bwd_f32((const float *)dy, arg, g, (float *)dx)          \
+                 : sizeof(T) == 2 &&                                                         \
+                       cpu_max_pool_2x2_bwd_u16((const uint16_t *)dy, arg, g,                \
+                                                (uint16_t *)dx)))                            \
             return;                                                                          \
-        }                                                                                    \
         if (g->kh <= g->sh && g->kw <= g->sw && (beta == 0 || beta == 1)) {                  \
             max_pool_bwd_disjoint_##S(dy, arg, g, dx, beta);                                 \
             return;                                                                          \
@@ -263,7 +235,7 @@ CPU_FOR_FLOAT_TYPES(DEF_CONV)
 
 #define DEF_COL2IM(T, S, C, LD, ST)                                                          \
     static CPU_HOT void col2im_##S(const T *col, const lt_conv_geom *g, T *x, C beta) {      \
-        if (cpu_col2im_padded_##S(col, g, x, beta)) return;                                  \
+        if (cpu_col2im_padded_##S(col, g, x, beta, NULL)) return;                            \
         int64_t n = g->c * g->h * g->w, plane = g->oh * g->ow;                               \
         if (beta == 0)                                                                       \
             memset(x, 0, (size_t)n * sizeof(T));                                             \

@@ -62,102 +62,83 @@ static bool padded_fits(const lt_conv_geom *g, size_t es) {
     }
 CPU_FOR_FLOAT_TYPES(DEF_PADDED_IM2COL)
 
-#define DEF_PADDED_COL2IM(T, S, C, LD, ST)                                                   \
-    /* dst[0:n] += src[0:n]: 32-byte vectors, then one of 16 bytes, then                     \
-     * element by element, as what is left needs (an overlapping last vector                 \
-     * would load what the vector before it just stored, and stall). */                      \
-    static ALWAYS_INLINE void add_row_##S(T *restrict dst, const T *restrict src, int64_t n) { \
-        typedef T v32 __attribute__((vector_size(32)));                                      \
-        typedef T v16 __attribute__((vector_size(16)));                                      \
+/* dst[0:n] += src[0:n] in the accumulator type A (float or double):
+ * 32-byte vectors, then one of 16 bytes, then element by element, as what
+ * is left needs (an overlapping last vector would load what the vector
+ * before it just stored, and stall). */
+#define DEF_ADD_ROW(A)                                                                       \
+    static ALWAYS_INLINE void add_row_##A(A *restrict dst, const A *restrict src, int64_t n) { \
+        typedef A v32 __attribute__((vector_size(32)));                                      \
+        typedef A v16 __attribute__((vector_size(16)));                                      \
         int64_t e = 0;                                                                       \
-        for (; e + (int64_t)(32 / sizeof(T)) <= n; e += 32 / sizeof(T)) {                    \
+        for (; e + (int64_t)(32 / sizeof(A)) <= n; e += 32 / sizeof(A)) {                    \
             v32 a, b;                                                                        \
             memcpy(&a, dst + e, 32);                                                         \
             memcpy(&b, src + e, 32);                                                         \
             a += b;                                                                          \
             memcpy(dst + e, &a, 32);                                                         \
         }                                                                                    \
-        if (e + (int64_t)(16 / sizeof(T)) <= n) {                                            \
+        if (e + (int64_t)(16 / sizeof(A)) <= n) {                                            \
             v16 a, b;                                                                        \
             memcpy(&a, dst + e, 16);                                                         \
             memcpy(&b, src + e, 16);                                                         \
             a += b;                                                                          \
             memcpy(dst + e, &a, 16);                                                         \
-            e += 16 / sizeof(T);                                                             \
+            e += 16 / sizeof(A);                                                             \
         }                                                                                    \
         for (; e < n; e++) dst[e] += src[e];                                                 \
-    }                                                                                        \
-    CPU_HOT bool cpu_col2im_padded_##S(const T *col, const lt_conv_geom *g, T *x, T beta) {  \
-        if (!padded_fits(g, sizeof(T))) return false;                                        \
-        int64_t pw = g->w + 2 * g->pw, plane = g->oh * g->ow;                                \
-        T acc[PAD_PLANE];                                                                    \
-        /* the border collects what fell on the padding, never read back */                  \
-        memset(acc, 0, (size_t)(pw * (g->h + 2 * g->ph)) * sizeof(T));                       \
-        for (int64_t c = 0; c < g->c; c++) {                                                 \
-            T *xc = x + c * g->h * g->w;                                                     \
-            /* start at beta x, as the general loop does (beta 0 reads no x) */              \
-            for (int64_t iy = 0; iy < g->h; iy++) {                                          \
-                T *a = acc + (iy + g->ph) * pw + g->pw;                                      \
-                const T *xr = xc + iy * g->w;                                                \
-                for (int64_t ix = 0; ix < g->w; ix++)                                        \
-                    a[ix] = beta == 0 ? 0 : beta == 1 ? xr[ix] : beta * xr[ix];              \
-            }                                                                                \
-            for (int64_t i = 0; i < g->kh; i++)                                              \
-                for (int64_t j = 0; j < g->kw; j++) {                                        \
-                    const T *row = col + ((c * g->kh + i) * g->kw + j) * plane;              \
-                    T *dst = acc + i * pw + j;                                               \
-                    for (int64_t oy = 0; oy < g->oh; oy++)                                   \
-                        add_row_##S(dst + oy * pw, row + oy * g->ow, g->ow);                 \
-                }                                                                            \
-            for (int64_t iy = 0; iy < g->h; iy++)                                            \
-                memcpy(xc + iy * g->w, acc + (iy + g->ph) * pw + g->pw,                      \
-                       (size_t)g->w * sizeof(T));                                            \
-        }                                                                                    \
-        return true;                                                                         \
     }
-CPU_FOR_WIDE_TYPES(DEF_PADDED_COL2IM)
+DEF_ADD_ROW(float)
+DEF_ADD_ROW(double)
 
-/* The 16-bit col2im: each col row widened to fp32 (a kernel row's block at
- * once through `widen`, F16C's loop, when given; else element by element,
- * a shift for bf16) and added into an fp32 padded plane, rounded once into
- * x. */
-#define DEF_PADDED_COL2IM_HALF(T, S, C, LD, ST)                                              \
-    static ALWAYS_INLINE void add_wide_row_##S(float *restrict dst, const T *restrict src,   \
+/* col2im into a padded plane of C (T itself for f32 and f64, fp32 for f16
+ * and bf16), rounded once into x. A 16-bit col row is widened a kernel
+ * row's block at once through `widen` (F16C's loop) when given, else
+ * element by element (a shift for bf16). */
+#define DEF_PADDED_COL2IM(T, S, C, LD, ST)                                                   \
+    static ALWAYS_INLINE void add_wide_row_##S(C *restrict dst, const T *restrict src,       \
                                                int64_t n) {                                  \
         for (int64_t e = 0; e < n; e++) dst[e] += LD(src[e]);                                \
     }                                                                                        \
-    CPU_HOT bool cpu_col2im_padded_##S(const T *col, const lt_conv_geom *g, T *x, float beta, \
+    CPU_HOT bool cpu_col2im_padded_##S(const T *col, const lt_conv_geom *g, T *x, C beta,    \
                                        cpu_cast_fn widen) {                                  \
         if (!padded_fits(g, sizeof(T))) return false;                                        \
         int64_t pw = g->w + 2 * g->pw, plane = g->oh * g->ow;                                \
-        float acc[PAD_PLANE], stage[PAD_PLANE]; /* plane <= the padded plane */              \
-        memset(acc, 0, (size_t)(pw * (g->h + 2 * g->ph)) * sizeof(float));                   \
+        C acc[PAD_PLANE];                                                                    \
+        float stage[sizeof(T) < sizeof(C) ? PAD_PLANE : 1]; /* plane <= the padded plane */  \
+        /* the border collects what fell on the padding, never read back */                  \
+        memset(acc, 0, (size_t)(pw * (g->h + 2 * g->ph)) * sizeof(C));                       \
         for (int64_t c = 0; c < g->c; c++) {                                                 \
             T *xc = x + c * g->h * g->w;                                                     \
+            /* start at beta x, as the general loops do (beta 0 reads no x) */               \
             for (int64_t iy = 0; iy < g->h; iy++) {                                          \
-                float *a = acc + (iy + g->ph) * pw + g->pw;                                  \
+                C *a = acc + (iy + g->ph) * pw + g->pw;                                      \
                 const T *xr = xc + iy * g->w;                                                \
-                for (int64_t ix = 0; ix < g->w; ix++) a[ix] = beta == 0 ? 0 : beta * LD(xr[ix]); \
+                for (int64_t ix = 0; ix < g->w; ix++)                                        \
+                    a[ix] = beta == 0 ? 0 : beta == 1 ? LD(xr[ix]) : beta * LD(xr[ix]);      \
             }                                                                                \
             for (int64_t i = 0; i < g->kh; i++)                                              \
                 for (int64_t j = 0; j < g->kw; j++) {                                        \
                     const T *row = col + ((c * g->kh + i) * g->kw + j) * plane;              \
-                    float *dst = acc + i * pw + j;                                           \
-                    if (widen) {                                                             \
+                    C *dst = acc + i * pw + j;                                               \
+                    if (sizeof(T) == sizeof(C)) { /* f32, f64: T is C */                     \
+                        for (int64_t oy = 0; oy < g->oh; oy++)                               \
+                            add_row_##C(dst + oy * pw, (const C *)row + oy * g->ow, g->ow);  \
+                    } else if (widen) {                                                      \
                         widen(stage, row, plane);                                            \
                         for (int64_t oy = 0; oy < g->oh; oy++)                               \
-                            add_row_f32(dst + oy * pw, stage + oy * g->ow, g->ow);           \
+                            add_row_##C(dst + oy * pw, (const C *)stage + oy * g->ow, g->ow); \
                     } else {                                                                 \
                         for (int64_t oy = 0; oy < g->oh; oy++)                               \
                             add_wide_row_##S(dst + oy * pw, row + oy * g->ow, g->ow);        \
                     }                                                                        \
                 }                                                                            \
             for (int64_t iy = 0; iy < g->h; iy++) {                                          \
-                const float *a = acc + (iy + g->ph) * pw + g->pw;                            \
+                const C *a = acc + (iy + g->ph) * pw + g->pw;                                \
                 T *xr = xc + iy * g->w;                                                      \
                 for (int64_t ix = 0; ix < g->w; ix++) xr[ix] = ST(a[ix]);                    \
             }                                                                                \
         }                                                                                    \
         return true;                                                                         \
     }
-CPU_FOR_HALF_TYPES(DEF_PADDED_COL2IM_HALF)
+CPU_FOR_FLOAT_TYPES(DEF_PADDED_COL2IM)

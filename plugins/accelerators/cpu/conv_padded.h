@@ -14,17 +14,14 @@
 #define DECL_PADDED_IM2COL(T, S, C, LD, ST)                                                  \
     bool cpu_im2col_padded_##S(const T *x, const lt_conv_geom *g, T *col);
 CPU_FOR_FLOAT_TYPES(DECL_PADDED_IM2COL)
+/* col2im: f32 and f64 sum in their own type, f16 and bf16 in fp32 and round
+ * once; widen: F16C's f16 -> f32 loop for a 16-bit col, or NULL to widen
+ * element by element (cast_simd.h's cpu_cast_f16_stage; NULL for f32, f64) */
 #define DECL_PADDED_COL2IM(T, S, C, LD, ST)                                                  \
-    bool cpu_col2im_padded_##S(const T *col, const lt_conv_geom *g, T *x, T beta);
-CPU_FOR_WIDE_TYPES(DECL_PADDED_COL2IM)
-/* 16-bit: summed in fp32, rounded once; widen: F16C's f16 -> f32 loop, or
- * NULL to widen element by element (cast_simd.h's cpu_cast_f16_stage) */
-#define DECL_PADDED_COL2IM_HALF(T, S, C, LD, ST)                                             \
-    bool cpu_col2im_padded_##S(const T *col, const lt_conv_geom *g, T *x, float beta,        \
+    bool cpu_col2im_padded_##S(const T *col, const lt_conv_geom *g, T *x, C beta,            \
                                cpu_cast_fn widen);
-CPU_FOR_HALF_TYPES(DECL_PADDED_COL2IM_HALF)
+CPU_FOR_FLOAT_TYPES(DECL_PADDED_COL2IM)
 #undef DECL_PADDED_IM2COL
 #undef DECL_PADDED_COL2IM
-#undef DECL_PADDED_COL2IM_HALF
 
 #endif
